@@ -1,0 +1,111 @@
+"""Re-execute course notebooks top to bottom and write their outputs back.
+
+Usage: python scripts/regenerate.py [NOTEBOOK ...]   (default: every notebook in notebooks/)
+
+Notebooks are run in a kernel of this very Python (the course's virtual environment), with
+the working directory set to `notebooks/`, exactly as nbval runs them. Outputs are never
+edited by hand: this script is the only way they change.
+
+A cell excluded from comparison starts with a comment that says why, such as
+`# NBVAL_IGNORE_OUTPUT: lists this machine's GPUs`. nbval only honours the bare marker, so this
+script also gives such cells nbval's matching metadata tag (`nbval-ignore-output`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import ipykernel.kernelspec
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+KERNEL_NAME = "course-current-env"
+MARKER_TAGS = {"NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "NBVAL_SKIP": "nbval-skip"}
+
+
+def marker_tags(source: str) -> set[str]:
+    """nbval tags that a cell's leading `# NBVAL_...: reason` comment lines ask for."""
+    tags = set()
+    for line in source.splitlines():
+        if not line.startswith("#"):
+            break
+        comment = line.lstrip("# ")
+        tags |= {tag for marker, tag in MARKER_TAGS.items() if comment.startswith(marker)}
+    return tags
+
+
+def sync_marker_tags(nb: nbformat.NotebookNode) -> None:
+    """Give each code cell exactly the nbval tags its marker comments ask for."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        others = [t for t in cell.metadata.get("tags", []) if t not in MARKER_TAGS.values()]
+        tags = others + sorted(marker_tags(cell.source))
+        if tags:
+            cell.metadata["tags"] = tags
+        else:
+            cell.metadata.pop("tags", None)
+
+
+class CurrentEnvKernelSpecs(KernelSpecManager):
+    """Resolve KERNEL_NAME to an ipykernel running on this interpreter, whatever is installed."""
+
+    def get_kernel_spec(self, kernel_name: str) -> ipykernel.kernelspec.KernelSpec:
+        """Return the current-environment spec for KERNEL_NAME, else defer to Jupyter."""
+        if kernel_name == KERNEL_NAME:
+            return self.kernel_spec_class(
+                resource_dir=ipykernel.kernelspec.RESOURCES,
+                **ipykernel.kernelspec.get_kernel_dict(),
+            )
+        raise NoSuchKernel(kernel_name)
+
+
+def regenerate(path: Path) -> float:
+    """Execute one notebook in place and return the seconds it took."""
+    nb = nbformat.read(path, as_version=4)
+    sync_marker_tags(nb)
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=300,
+        record_timing=False,
+        store_widget_state=False,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - start
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata.pop("widgets", None)
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    return elapsed
+
+
+def main(argv: list[str]) -> int:
+    """Regenerate the notebooks named in argv (default: all) and report each one."""
+    paths = [Path(a).resolve() for a in argv] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        print("No such notebook: " + ", ".join(str(p) for p in missing))
+        return 2
+    for path in paths:
+        try:
+            seconds = regenerate(path)
+        except CellExecutionError as err:
+            print(f"FAILED {path.name}: a cell raised an error; outputs were not written.\n{err}")
+            return 1
+        print(f"regenerated {path.relative_to(ROOT)} in {seconds:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
