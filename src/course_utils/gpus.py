@@ -155,3 +155,51 @@ def smi_table(inventory: Inventory) -> str:
         used = "n/a" if proc.used_memory is None else f"{proc.used_memory // MIB}MiB"
         lines.append(f"  GPU {index}  pid {proc.pid:>7}  {proc.name[:40]:<40} {used:>9}")
     return "\n".join(lines)
+
+
+# The demo fleet: a made-up 8-GPU server so that a reader without GPUs can drive every lesson.
+_DEMO_TOTAL_MIB = 81920  # what NVML reports for an 80 GB A100
+_DEMO_USED_MIB = (73728, 2048, 40960, 512, 81000, 10240, 512, 30720)
+_DEMO_BUS = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
+_DEMO_UTIL = (97, 0, 64, 0, 100, 12, 0, 41)
+_DEMO_PROCESSES: dict[int, tuple[tuple[int, str, int], ...]] = {
+    0: ((31337, "python train_llm.py", 73216),),
+    1: ((40001, "jupyter-lab kernel", 1536),),
+    2: ((31338, "python finetune.py --lr 3e-4", 40448),),
+    4: ((31339, "python train_llm.py", 40448), (31340, "python eval.py", 40040)),
+    5: ((40002, "python preprocess.py", 9728),),
+    7: ((31341, "torchrun --nproc-per-node=1 sweep.py", 30208),),
+}
+
+
+def demo_inventory() -> Inventory:
+    """A made-up 8-GPU server (80 GB GPUs, uneven memory use, some processes), labelled `source="demo"`.
+
+    The course uses it wherever a lesson needs GPUs the reader may not have: choosing GPUs by
+    free memory, mapping `CUDA_VISIBLE_DEVICES`, the GPU picker. GPUs 3 and 6 have exactly the
+    same free memory, so that tie-breaking shows. Nothing here describes this machine.
+    """
+    gpus = []
+    for index, used in enumerate(_DEMO_USED_MIB):
+        processes = tuple(
+            GpuProcess(pid, name, mib * MIB) for pid, name, mib in _DEMO_PROCESSES.get(index, ())
+        )
+        gpus.append(
+            GpuInfo(
+                index=index,
+                name="DEMO A100-SXM4-80GB",
+                uuid=f"GPU-{index}d3e0a11-7c2f-4b8e-9a61-00000000000{index}",
+                pci_bus_id=f"00000000:{_DEMO_BUS[index]}:00.0",
+                memory_total=_DEMO_TOTAL_MIB * MIB,
+                memory_used=used * MIB,
+                utilization=_DEMO_UTIL[index],
+                processes=processes,
+            )
+        )
+    return Inventory(gpus=tuple(gpus), source="demo", driver_version="demo")
+
+
+def inventory_or_demo() -> Inventory:
+    """This machine's GPUs through NVML, or the demo fleet (labelled as such) when NVML finds none."""
+    real = nvml_inventory()
+    return real if real.gpus else demo_inventory()
