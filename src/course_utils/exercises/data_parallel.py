@@ -1,0 +1,115 @@
+"""Self-checks for notebook 05 (DataParallel): the split rule, idle GPUs and the batch dimension.
+
+Every check compares the reader's answer with DataParallel's own rule (`torch.chunk`, through
+`course_utils.parallel.replica_sizes`) and says what is wrong, never what is right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from course_utils.exercises import CheckResult, failed, passed
+from course_utils.parallel import SimulatedDataParallel, replica_sizes
+
+IDLE_GPUS = 8
+IDLE_BATCHES = range(1, 33)
+
+
+def check_replica_sizes(answer: object, batch_size: int, num_devices: int) -> CheckResult:
+    """Check a prediction of the rows each replica gets for `batch_size` on `num_devices` GPUs."""
+    if answer is None or answer is ...:
+        return failed(
+            f"write your prediction for a batch of {batch_size} on {num_devices} GPUs as a list of ints, "
+            "one per replica, in device order"
+        )
+    if not isinstance(answer, (list, tuple)) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in answer
+    ):
+        return failed("the answer should be a list of ints, one per replica, e.g. [a, b, c]")
+    answer = list(answer)
+    truth = replica_sizes(batch_size, num_devices)
+    if answer == truth:
+        return passed(
+            f"{answer}: torch.chunk gives {len(truth)} replica(s) for a batch of {batch_size} "
+            f"on {num_devices} GPUs"
+        )
+    if sum(answer) != batch_size:
+        return failed(f"the pieces must add up to the batch of {batch_size}; yours add up to {sum(answer)}")
+    if any(n < 1 for n in answer):
+        return failed("a replica never gets an empty piece: DataParallel drops the devices it cannot fill")
+    if len(answer) > num_devices:
+        return failed(f"there are only {num_devices} GPUs, so at most {num_devices} replicas")
+    if len(answer) != len(truth):
+        return failed(
+            "right total, wrong number of replicas: torch.chunk first picks the piece size "
+            "(the batch divided by the GPU count, rounded up), then cuts as many pieces as that allows"
+        )
+    return failed(
+        "right number of replicas, wrong sizes: torch.chunk does not spread the remainder one row "
+        "at a time; every piece has the same size except possibly the last, which is smaller"
+    )
+
+
+def check_idle_batches(answer: object) -> CheckResult:
+    """Check the set of batch sizes 1..32 that leave at least one of 8 GPUs without work."""
+    if answer is None or answer is ...:
+        return failed(
+            "write the batch sizes (from 1 to 32) that leave a GPU idle on 8 GPUs, as a set of ints"
+        )
+    if not isinstance(answer, Iterable) or isinstance(answer, (str, bytes)):
+        return failed("the answer should be a set of ints such as {1, 2, 3}")
+    chosen = set(answer)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in chosen):
+        return failed("the answer should contain ints only (batch sizes)")
+    outside = sorted(n for n in chosen if n not in IDLE_BATCHES)
+    if outside:
+        return failed(f"only batch sizes 1 to 32 are asked about; remove {outside}")
+    truth = {b for b in IDLE_BATCHES if len(replica_sizes(b, IDLE_GPUS)) < IDLE_GPUS}
+    if chosen == truth:
+        return passed(
+            f"{len(truth)} of the 32 batch sizes leave a GPU idle, and not only those smaller than "
+            f"{IDLE_GPUS}: it is torch.chunk's piece size that decides"
+        )
+    wrong, missed = len(chosen - truth), len(truth - chosen)
+    parts = []
+    if wrong:
+        parts.append(f"{wrong} of your batch sizes keep all {IDLE_GPUS} GPUs busy")
+    if missed:
+        parts.append(f"you missed {missed} that leave a GPU idle (look above {IDLE_GPUS} too)")
+    return failed("; ".join(parts) + ". Try replica_sizes(batch, 8) on a few of them.")
+
+
+def check_batch_dim(wrapped: object) -> CheckResult:
+    """Check a simulated DataParallel that splits sequence-first input (time, batch, features) by batch."""
+    if wrapped is None or wrapped is ...:
+        return failed("wrap the GRU with simulated_data_parallel(gru, 3, dim=...) and pass the result")
+    if isinstance(wrapped, nn.DataParallel):
+        return failed(
+            "this exercise uses the simulation: nn.DataParallel on a machine without GPUs does not split"
+        )
+    if not isinstance(wrapped, SimulatedDataParallel):
+        return failed(
+            f"pass the wrapped module (what simulated_data_parallel returns), not {type(wrapped).__name__}"
+        )
+    if not isinstance(wrapped.module, nn.RNNBase) or wrapped.module.batch_first:
+        return failed("wrap the sequence-first GRU of the exercise (batch_first=False), unchanged")
+    probe = torch.zeros(7, 6, wrapped.module.input_size)
+    try:
+        with torch.no_grad():
+            output, _ = wrapped(probe)
+    except Exception as err:
+        return failed(f"running it on a (time=7, batch=6, features) input raised {type(err).__name__}: {err}")
+    if wrapped.last_replica_sizes != replica_sizes(6, wrapped.num_devices):
+        return failed(
+            f"the replicas got {wrapped.last_replica_sizes} along dim={wrapped.dim}: that is not the batch "
+            "dimension of a (time, batch, features) input"
+        )
+    if tuple(output.shape[:2]) != (7, 6):
+        return failed(f"the gathered output has shape {list(output.shape)}; time and batch should be 7 and 6")
+    return passed(
+        f"dim={wrapped.dim} splits the batch of 6 into {wrapped.last_replica_sizes} and every replica sees "
+        "the whole sequence"
+    )

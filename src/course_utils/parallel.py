@@ -1,0 +1,360 @@
+"""A faithful CPU *simulation* of `nn.DataParallel` over N GPUs, for machines that lack them.
+
+`nn.DataParallel(module)` does four things on every forward call (see
+`torch/nn/parallel/data_parallel.py`):
+
+1. **scatter**: `scatter_kwargs` cuts every tensor argument with `tensor.chunk(len(device_ids), dim)`
+   (in C++, `torch::cuda::scatter`) and copies the pieces to the GPUs; other objects are
+   replicated, tuples, lists and dicts are walked into; inputs and kwargs are padded to the
+   same count. `chunk` makes every piece `ceil(B / N)` rows except the last, so a small
+   batch gives *fewer* pieces than GPUs (batch 10 on 8 GPUs: 5 pieces of 2).
+2. **replicate**: one copy of the module per piece, made again on every call; the copy on
+   `device_ids[0]` shares storage with the module, the others are copies wired into autograd
+   so that their gradients are summed back into the module.
+3. **parallel_apply**: each replica runs its piece, one Python *thread* per GPU.
+4. **gather**: the outputs are concatenated along `dim` on `output_device` (default: GPU 0).
+
+The functions here do exactly the same on one device (normally the CPU), with the one
+difference that is the point of the simulation: the replicas run one after another, in
+device order, instead of in threads on separate GPUs. The split, the number of replicas, the
+values, the gradients and the errors are those of `nn.DataParallel`. Everything here calls
+itself a simulation where it shows (class name, `repr`, docs), because it is one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = [
+    "SimulatedDataParallel",
+    "replica_sizes",
+    "simulated_data_parallel",
+    "simulated_gather",
+    "simulated_parallel_apply",
+    "simulated_replicate",
+    "simulated_scatter",
+    "simulated_scatter_kwargs",
+]
+
+SIMULATION_NOTE = "SIMULATION on one device: replicas run one after another, in device order; no GPUs used"
+
+
+def _check_num_devices(num_devices: object) -> int:
+    """Return num_devices if it is a positive int, else raise an error that says what to pass."""
+    if isinstance(num_devices, bool) or not isinstance(num_devices, int):
+        raise TypeError(
+            f"num_devices must be an int (how many GPUs to simulate), got {type(num_devices).__name__} "
+            f"{num_devices!r}; pass e.g. num_devices=2"
+        )
+    if num_devices < 1:
+        raise ValueError(
+            f"num_devices must be at least 1 (the number of GPUs to simulate), got {num_devices}; "
+            "nn.DataParallel needs at least one device, pass e.g. num_devices=2"
+        )
+    return num_devices
+
+
+def _check_dim(dim: object) -> int:
+    """Return dim if it is an int, else raise an error that says what to pass."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(
+            f"dim must be an int (the batch dimension to split), got {type(dim).__name__} {dim!r}; "
+            "pass dim=0 when the batch comes first"
+        )
+    return dim
+
+
+def replica_sizes(batch_size: int, num_devices: int) -> list[int]:
+    """Rows each replica gets when DataParallel splits a batch of `batch_size` over `num_devices`.
+
+    This is DataParallel's rule itself, `torch.chunk(batch, num_devices)`, applied to an
+    empty tensor of that many rows: every piece has `ceil(batch_size / num_devices)` rows
+    except the last, and there can be fewer pieces than devices (10 rows on 8 GPUs: 5 x 2).
+    """
+    num_devices = _check_num_devices(num_devices)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(
+            f"batch_size must be a positive int, got {batch_size!r}; an empty batch gives DataParallel "
+            "nothing to split"
+        )
+    return [piece.shape[0] for piece in torch.empty(batch_size, 0).chunk(num_devices)]
+
+
+def _chunk(tensor: torch.Tensor, num_devices: int, dim: int) -> tuple[torch.Tensor, ...]:
+    """Split one tensor exactly as `torch::cuda::scatter` does: `chunk(num_devices, dim)`, contiguous."""
+    if tensor.dim() == 0:
+        raise ValueError(
+            "DataParallel scatters every tensor argument along dim, and a 0-dimensional tensor "
+            f"(a scalar, here {tensor.item()!r}) has no dimension to split; pass it as a Python number "
+            "(numbers are copied to every replica) or give it a batch dimension"
+        )
+    if not -tensor.dim() <= dim < tensor.dim():
+        raise IndexError(
+            f"dim={dim} is out of range for an input of shape {list(tensor.shape)} "
+            f"({tensor.dim()} dimensions); pass a dim between {-tensor.dim()} and {tensor.dim() - 1}, "
+            "the dimension that holds the batch (usually dim=0)"
+        )
+    if tensor.shape[dim] == 0:
+        raise ValueError(
+            f"the input of shape {list(tensor.shape)} is an empty batch along dim={dim}: there is "
+            "nothing to split. Skip empty batches before the forward call (nn.DataParallel would "
+            "run every replica on an empty piece)"
+        )
+    return tuple(piece.contiguous() for piece in tensor.chunk(num_devices, dim))
+
+
+def _is_namedtuple(obj: object) -> bool:
+    """The namedtuple test of `torch.nn.parallel.scatter_gather`."""
+    return isinstance(obj, tuple) and hasattr(obj, "_asdict") and hasattr(obj, "_fields")
+
+
+def simulated_scatter(inputs: Any, num_devices: int, dim: int = 0) -> Any:
+    """SIMULATION of `torch.nn.parallel.scatter`: the same pieces, left on the tensors' device.
+
+    Tensors are chunked along `dim`; tuples, lists, dicts and namedtuples are walked into
+    and zipped, so the shortest chunking decides how many replicas there are; any other
+    object is repeated once per device. Like the real function, a single tensor gives a
+    tuple of pieces and anything else a list.
+    """
+    num_devices = _check_num_devices(num_devices)
+    dim = _check_dim(dim)
+
+    def scatter_map(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return _chunk(obj, num_devices, dim)
+        if _is_namedtuple(obj):
+            return [type(obj)(*args) for args in zip(*map(scatter_map, obj), strict=False)]
+        if isinstance(obj, tuple) and len(obj) > 0:
+            return list(zip(*map(scatter_map, obj), strict=False))
+        if isinstance(obj, list) and len(obj) > 0:
+            return [list(i) for i in zip(*map(scatter_map, obj), strict=False)]
+        if isinstance(obj, dict) and len(obj) > 0:
+            return [type(obj)(i) for i in zip(*map(scatter_map, obj.items()), strict=False)]
+        return [obj for _ in range(num_devices)]
+
+    return scatter_map(inputs)
+
+
+def simulated_scatter_kwargs(
+    inputs: tuple[Any, ...], kwargs: dict[str, Any] | None, num_devices: int, dim: int = 0
+) -> tuple[tuple[Any, ...], tuple[dict[str, Any], ...]]:
+    """SIMULATION of `scatter_kwargs`: per-replica positional and keyword arguments.
+
+    Positional inputs and keyword arguments are scattered separately, then the shorter list
+    is padded (with `()` or `{}`) exactly where `torch.nn.parallel.scatter_kwargs` pads it.
+    """
+    scattered_inputs = simulated_scatter(inputs, num_devices, dim) if inputs else []
+    scattered_kwargs = simulated_scatter(kwargs, num_devices, dim) if kwargs else []
+    if len(scattered_inputs) < len(scattered_kwargs):
+        scattered_inputs.extend(() for _ in range(len(scattered_kwargs) - len(scattered_inputs)))
+    elif len(scattered_kwargs) < len(inputs):  # sic: torch compares with len(inputs) here
+        scattered_kwargs.extend({} for _ in range(len(scattered_inputs) - len(scattered_kwargs)))
+    return tuple(scattered_inputs), tuple(scattered_kwargs)
+
+
+def _copy_for_replica(tensor: torch.Tensor, replica: int, detach: bool) -> torch.Tensor:
+    """What `Broadcast` gives replica `replica`: the same storage on device 0, a copy elsewhere.
+
+    With autograd on, the copies stay connected to the original, so their gradients are
+    summed into it in backward, as `Broadcast.backward` (a reduce-add) does.
+    """
+    if detach:
+        return tensor.detach() if replica == 0 else tensor.detach().clone()
+    return tensor.view_as(tensor) if replica == 0 else tensor.clone()
+
+
+def simulated_replicate(network: nn.Module, num_replicas: int, detach: bool = False) -> list[nn.Module]:
+    """SIMULATION of `torch.nn.parallel.replicate`: `num_replicas` replicas of `network`.
+
+    Built the way the real function builds them (`_replicate_for_data_parallel`, parameters
+    set as plain tensors): replica 0 shares storage with `network`, the others hold copies.
+    Unless `detach`, every replica's parameters are non-leaf tensors whose gradients flow
+    back into `network`'s parameters, summed over replicas.
+    """
+    num_replicas = _check_num_devices(num_replicas)
+    params = list(network.parameters())
+    param_indices = {param: idx for idx, param in enumerate(params)}
+    param_copies = [[_copy_for_replica(p, j, detach) for p in params] for j in range(num_replicas)]
+    buffers = list(network.buffers())
+    buffer_indices = {buf: idx for idx, buf in enumerate(buffers)}
+    buffer_copies = [
+        [_copy_for_replica(b, j, detach or not b.requires_grad) for b in buffers] for j in range(num_replicas)
+    ]
+
+    modules = list(network.modules())
+    module_indices = {module: i for i, module in enumerate(modules)}
+    module_copies: list[list[nn.Module]] = [[] for _ in range(num_replicas)]
+    for module in modules:
+        for j in range(num_replicas):
+            replica = module._replicate_for_data_parallel()
+            replica._former_parameters = OrderedDict()
+            module_copies[j].append(replica)
+
+    for i, module in enumerate(modules):
+        for key, child in module._modules.items():
+            for j in range(num_replicas):
+                replica = module_copies[j][i]
+                if child is None:
+                    replica._modules[key] = None
+                else:
+                    setattr(replica, key, module_copies[j][module_indices[child]])
+        for key, param in module._parameters.items():
+            for j in range(num_replicas):
+                replica = module_copies[j][i]
+                if param is None:
+                    replica._parameters[key] = None
+                else:
+                    copy = param_copies[j][param_indices[param]]
+                    setattr(replica, key, copy)  # replicas hold plain tensors, not Parameters
+                    replica._former_parameters[key] = copy
+        for key, buf in module._buffers.items():
+            for j in range(num_replicas):
+                replica = module_copies[j][i]
+                if buf is None:
+                    replica._buffers[key] = None
+                else:
+                    setattr(replica, key, buffer_copies[j][buffer_indices[buf]])
+    return [module_copies[j][0] for j in range(num_replicas)]
+
+
+def simulated_parallel_apply(
+    replicas: Sequence[nn.Module], inputs: Sequence[Any], kwargs_tup: Sequence[dict[str, Any]] | None = None
+) -> list[Any]:
+    """SIMULATION of `torch.nn.parallel.parallel_apply`: replica i runs inputs[i], in device order.
+
+    The real function starts one thread per GPU, so replicas finish (and print) in any
+    order; here they run one after another, replica 0 first. An error raised in a replica
+    carries a note saying which simulated replica it came from.
+    """
+    if kwargs_tup is None:
+        kwargs_tup = [{} for _ in replicas]
+    if not len(replicas) == len(inputs) == len(kwargs_tup):
+        raise ValueError(
+            f"{len(replicas)} replicas, {len(inputs)} inputs and {len(kwargs_tup)} kwargs: "
+            "parallel_apply needs one input and one kwargs dict per replica"
+        )
+    outputs = []
+    for i, (replica, args, kwargs) in enumerate(zip(replicas, inputs, kwargs_tup, strict=True)):
+        if not isinstance(args, (list, tuple)):
+            args = (args,)
+        try:
+            outputs.append(replica(*args, **kwargs))
+        except Exception as err:
+            err.add_note(f"(raised in simulated replica {i}, which stands for GPU {i})")
+            raise
+    return outputs
+
+
+def simulated_gather(outputs: Sequence[Any], dim: int = 0) -> Any:
+    """SIMULATION of `torch.nn.parallel.gather`: concatenate the replicas' outputs along `dim`.
+
+    Tensors are concatenated (scalars along dim 0 become a vector, with the warning the
+    real `Gather` gives); dicts, tuples, lists and namedtuples are gathered element by
+    element; `None` stays `None`. The result stays on the outputs' device.
+    """
+    dim = _check_dim(dim)
+
+    def gather_map(outputs: Sequence[Any]) -> Any:
+        out = outputs[0]
+        if isinstance(out, torch.Tensor):
+            tensors = list(outputs)
+            if all(t.dim() == 0 for t in tensors) and dim == 0:
+                warnings.warn(
+                    "Was asked to gather along dimension 0, but all input tensors were scalars; "
+                    "will instead unsqueeze and return a vector.",
+                    stacklevel=3,
+                )
+                tensors = [t.view(1) for t in tensors]
+            return torch.cat(tensors, dim)
+        if out is None:
+            return None
+        if isinstance(out, dict):
+            if not all(len(out) == len(d) for d in outputs):
+                raise ValueError("All dicts must have the same number of keys")
+            return type(out)((k, gather_map([d[k] for d in outputs])) for k in out)
+        if _is_namedtuple(out):
+            return type(out)._make(map(gather_map, zip(*outputs, strict=True)))
+        return type(out)(map(gather_map, zip(*outputs, strict=True)))
+
+    return gather_map(outputs)
+
+
+def _first_tensor(obj: Any) -> torch.Tensor | None:
+    """The first tensor found in a (nested) replica input, as `parallel_apply.get_a_var` finds it."""
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    if isinstance(obj, dict):
+        for item in obj.items():
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+class SimulatedDataParallel(nn.Module):
+    """A SIMULATION of `nn.DataParallel(module)` on `num_devices` GPUs, run on one device.
+
+    Forward does what DataParallel's forward does (scatter, replicate, parallel_apply,
+    gather) with the same split, values and gradients, but runs the replicas one after
+    another in device order on the module's own device. The wrapped module is `.module`,
+    so state_dict keys get the same `module.` prefix as with DataParallel.
+    `last_replica_sizes` holds how many rows (along `dim`) each replica got in the last call.
+    """
+
+    def __init__(self, module: nn.Module, num_devices: int, dim: int = 0) -> None:
+        super().__init__()
+        if not isinstance(module, nn.Module):
+            raise TypeError(
+                f"simulated_data_parallel wraps an nn.Module (like nn.DataParallel), got "
+                f"{type(module).__name__}; pass your model instance"
+            )
+        self.module = module
+        self.num_devices = _check_num_devices(num_devices)
+        self.dim = _check_dim(dim)
+        self.last_replica_sizes: list[int] = []
+
+    def extra_repr(self) -> str:
+        """Say in the repr that this is a simulation and of how many GPUs."""
+        return f"num_devices={self.num_devices}, dim={self.dim}, {SIMULATION_NOTE}"
+
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        """Scatter the arguments, run one replica per piece in device order, gather the outputs."""
+        scattered, module_kwargs = simulated_scatter_kwargs(inputs, kwargs, self.num_devices, self.dim)
+        if not scattered and not module_kwargs:
+            scattered, module_kwargs = ((),), ({},)
+        self.last_replica_sizes = []
+        for args in scattered:
+            tensor = _first_tensor(args)
+            self.last_replica_sizes.append(0 if tensor is None else tensor.shape[self.dim])
+        if self.num_devices == 1:
+            return self.module(*scattered[0], **module_kwargs[0])
+        if len(scattered) != len(module_kwargs):
+            raise ValueError(
+                f"the positional inputs split into {len(scattered)} pieces but the keyword arguments "
+                f"into {len(module_kwargs)}; nn.DataParallel fails here too (an AssertionError in "
+                "parallel_apply). Give every tensor argument the same batch size along dim"
+            )
+        replicas = simulated_replicate(self.module, len(scattered), detach=not torch.is_grad_enabled())
+        outputs = simulated_parallel_apply(replicas, scattered, module_kwargs)
+        return simulated_gather(outputs, self.dim)
+
+
+def simulated_data_parallel(module: nn.Module, num_devices: int, dim: int = 0) -> SimulatedDataParallel:
+    """Wrap `module` like `nn.DataParallel(module)` on `num_devices` GPUs: a labelled SIMULATION.
+
+    Use it where the machine has fewer GPUs than the lesson needs: it computes what
+    DataParallel computes (split by `torch.chunk` along `dim`, one replica per piece, the
+    outputs concatenated along `dim`, gradients summed into `module`) on one device.
+    """
+    return SimulatedDataParallel(module, num_devices, dim)

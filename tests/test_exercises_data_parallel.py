@@ -1,0 +1,97 @@
+"""The self-checks of notebook 05 accept right answers and reject wrong ones without giving them away."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.exercises import CheckResult
+from course_utils.exercises.data_parallel import check_batch_dim, check_idle_batches, check_replica_sizes
+from course_utils.parallel import replica_sizes, simulated_data_parallel
+
+IDLE = {1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 17, 18, 19, 20, 21, 25, 26, 27, 28}
+
+
+def not_yet(result: CheckResult) -> str:
+    assert isinstance(result, CheckResult)
+    assert not result and str(result).startswith("Not yet: ")
+    return str(result)
+
+
+@pytest.mark.parametrize(("batch", "devices"), [(10, 4), (6, 4), (30, 8), (10, 8), (7, 1)])
+def test_replica_sizes_accepts_the_rule(batch, devices):
+    result = check_replica_sizes(replica_sizes(batch, devices), batch, devices)
+    assert result and str(result).startswith("Correct: ")
+    assert check_replica_sizes(tuple(replica_sizes(batch, devices)), batch, devices)
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (None, "write your prediction"),
+        ("3,3,3,1", "list of ints"),
+        ([3, 3, 3, True], "list of ints"),
+        ([3, 3, 3], "add up to the batch of 10"),
+        ([5, 5, 0, 0], "never gets an empty piece"),
+        ([2, 2, 2, 2, 2], "at most 4 replicas"),
+        ([4, 4, 2], "wrong number of replicas"),
+        ([3, 3, 2, 2], "does not spread the remainder"),
+    ],
+)
+def test_replica_sizes_rejects_with_a_hint_not_the_answer(answer, hint):
+    message = not_yet(check_replica_sizes(answer, 10, 4))
+    assert hint in message
+    assert "[3, 3, 3, 1]" not in message
+
+
+def test_idle_batches_accepts_the_rule():
+    assert check_idle_batches(IDLE)
+    assert check_idle_batches(sorted(IDLE))
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (None, "write the batch sizes"),
+        ("1234567", "set of ints"),
+        ({1.0, 2.0}, "ints only"),
+        ({0, 1}, "remove [0]"),
+        (set(range(1, 8)), "you missed 15"),
+        (IDLE | {16}, "1 of your batch sizes keep all 8 GPUs busy"),
+    ],
+)
+def test_idle_batches_rejects_with_counts_only(answer, hint):
+    message = not_yet(check_idle_batches(answer))
+    assert hint in message
+    assert "25" not in message
+
+
+def test_batch_dim_accepts_dim_1_and_minus_2():
+    gru = nn.GRU(4, 3)
+    for dim in (1, -2):
+        result = check_batch_dim(simulated_data_parallel(gru, 3, dim=dim))
+        assert result, str(result)
+
+
+@pytest.mark.parametrize(
+    ("make", "hint"),
+    [
+        (lambda: None, "wrap the GRU"),
+        (lambda: nn.GRU(4, 3), "pass the wrapped module"),
+        (lambda: nn.DataParallel(nn.GRU(4, 3)), "uses the simulation"),
+        (lambda: simulated_data_parallel(nn.Linear(4, 3), 3, dim=1), "sequence-first GRU"),
+        (lambda: simulated_data_parallel(nn.GRU(4, 3, batch_first=True), 3, dim=0), "sequence-first GRU"),
+        (lambda: simulated_data_parallel(nn.GRU(4, 3), 3, dim=0), "not the batch"),
+        (lambda: simulated_data_parallel(nn.GRU(4, 3), 3, dim=2), "raised RuntimeError"),
+    ],
+)
+def test_batch_dim_rejects_with_a_hint(make, hint):
+    message = not_yet(check_batch_dim(make()))
+    assert hint in message
+    assert "dim=1" not in message
+
+
+def test_checks_do_not_touch_global_grad_mode():
+    check_batch_dim(simulated_data_parallel(nn.GRU(4, 3), 3, dim=1))
+    assert torch.is_grad_enabled()

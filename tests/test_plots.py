@@ -1,0 +1,27 @@
+"""The replica-size chart draws one stacked bar per batch and refuses tables it cannot draw."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pytest
+
+from course_utils.plots import replica_sizes_chart
+
+
+def test_chart_has_a_panel_per_gpu_count_and_a_segment_per_replica():
+    fig = replica_sizes_chart({2: [[15, 15], [5, 5]], 8: [[4] * 7 + [2], [2] * 5]})
+    try:
+        left, right = fig.axes
+        assert left.get_title() == "2 GPUs" and right.get_title() == "8 GPUs"
+        assert len(left.patches) == 4 and len(right.patches) == 13
+        heights = [p.get_height() for p in right.patches]
+        assert heights == [4] * 7 + [2] + [2] * 5
+        assert max(p.get_y() + p.get_height() for p in right.patches) == 30
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("bad", [{}, {2: []}, {2: [[]]}, {2: [[3, -1]]}])
+def test_chart_refuses_empty_or_negative_tables(bad):
+    with pytest.raises(ValueError, match="tables"):
+        replica_sizes_chart(bad)
