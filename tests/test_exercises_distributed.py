@@ -1,0 +1,112 @@
+"""The checks of notebook 06's exercises accept right answers and explain wrong ones."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+import torch.distributed as dist
+from torch import nn
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+
+from course_utils.exercises.distributed import (
+    check_average_gradients,
+    check_sampler_indices,
+    check_unprefixed_state_dict,
+)
+
+
+def _children() -> list[psutil.Process]:
+    """Child processes, except multiprocessing's resource tracker (started once by spawn)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "resource_tracker" not in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            pass  # gone already
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    yield
+    assert _children() == []
+
+
+def averages(model: nn.Module) -> None:
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
+
+
+def sums(model: nn.Module) -> None:
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+
+
+def does_nothing(model: nn.Module) -> None:
+    pass
+
+
+def only_rank0_reduces(model: nn.Module) -> None:
+    if dist.get_rank() == 0:
+        sums(model)
+
+
+def raises(model: nn.Module) -> None:
+    raise KeyError("grad")
+
+
+def test_average_gradients_right():
+    result = check_average_gradients(averages)
+    assert result.ok and str(result).startswith("Correct: ")
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (None, "write `average_gradients(model)`"),
+        (..., "write `average_gradients(model)`"),
+        (42, "pass the function itself"),
+        (sums, "the sum"),
+        (does_nothing, "still disagree"),
+        (raises, ": KeyError: 'grad'"),
+    ],
+)
+def test_average_gradients_wrong(answer, hint):
+    result = check_average_gradients(answer)
+    assert not result.ok and hint in str(result) and str(result).startswith("Not yet: ")
+
+
+def test_average_gradients_hanging_collective(monkeypatch):
+    import course_utils.exercises.distributed as ex
+
+    real_launch = ex.launch
+    monkeypatch.setattr(ex, "launch", lambda *a, **k: real_launch(*a, **{**k, "timeout": 2}))
+    result = check_average_gradients(only_rank0_reduces)
+    # Rank 1 returns and leaves: rank 0 either sees its peer gone or waits until the timeout.
+    assert not result.ok and "Every rank must make the same collective calls" in str(result)
+
+
+def test_sampler_indices():
+    assert check_sampler_indices([2, 6, 0]).ok
+    assert check_sampler_indices([2, 6], drop_last=True).ok
+    assert "[5, 6]" in str(check_sampler_indices(None)) and "[5, 6]" in str(check_sampler_indices(...))
+    assert "the same number" in str(check_sampler_indices([2, 6]))
+    assert "wrong order" in str(check_sampler_indices([0, 2, 6]))
+    assert "not those indices" in str(check_sampler_indices([2, 3, 4]))
+    assert "whole numbers" in str(check_sampler_indices("abc"))
+
+
+def test_unprefixed_state_dict():
+    model = nn.Linear(3, 2)
+    wrapped = {f"module.{k}": v for k, v in model.state_dict().items()}
+    assert "build the state_dict" in str(check_unprefixed_state_dict(..., model))
+    assert "'module.'" in str(check_unprefixed_state_dict(wrapped, model))
+    assert "missing bias" in str(check_unprefixed_state_dict({"weight": model.weight}, model))
+    assert "loading fails" in str(
+        check_unprefixed_state_dict({"weight": model.weight, "bias": model.weight}, model)
+    )
+    fixed = dict(wrapped)
+    consume_prefix_in_state_dict_if_present(fixed, "module.")
+    assert check_unprefixed_state_dict(fixed, model).ok
