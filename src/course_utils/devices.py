@@ -1,0 +1,93 @@
+"""Devices: the best one this machine has, where a model lives, and a Python without GPUs.
+
+Used by notebooks 02 and 03. The lessons' own calls (`x.to(device)`, `model.to(device)`,
+`torch.accelerator.synchronize()`) stay in the notebook cells; this module holds what is
+scaffolding around them.
+
+About the `meta` device: it is a real PyTorch device that records shapes and dtypes but holds
+no data. Every machine has it, so the course uses it as a second device on a CPU-only machine.
+Element-wise operations and `nn.Linear` check that their inputs share a device on `meta` as
+they do on a GPU; a few operations (matrix products among them) do not check there, so the
+notebooks show the rule with the ones that do.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+# Variables that hide GPUs from a child process. CUDA (and ROCm, which PyTorch also drives
+# through torch.cuda) read CUDA_VISIBLE_DEVICES; an empty value means "no GPU at all".
+HIDE_GPUS = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+
+
+def best_device() -> torch.device:
+    """The device the course computes on: the current accelerator if there is one, else the CPU.
+
+    Follows `torch.accelerator`, so it picks CUDA, ROCm, MPS or XPU alike. The device carries
+    its index (`cuda:0`, not `cuda`) because a tensor's `.device` always has one, and
+    `torch.device("cuda") == torch.device("cuda:0")` is False.
+    """
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
+    if accelerator is None:
+        return torch.device("cpu")
+    return torch.device(accelerator.type, torch.accelerator.current_device_index())
+
+
+def use_pin_memory(device: torch.device | str) -> bool:
+    """Whether a DataLoader feeding `device` should pin its batches (`pin_memory=True`).
+
+    Pinned (page-locked) CPU memory speeds up copies from the CPU to an accelerator and lets
+    `non_blocking=True` copies overlap with compute. It is pointless for the CPU (and `meta`),
+    and PyTorch 2.13 has no pinned memory for MPS: its DataLoader then skips pinning with a
+    warning. So: True for an accelerator device other than MPS, when an accelerator is present.
+    """
+    device = torch.device(device)
+    if device.type in ("cpu", "meta", "mps"):
+        return False
+    return torch.accelerator.is_available()
+
+
+def module_devices(module: nn.Module) -> set[torch.device]:
+    """Every device that holds one of the module's parameters or buffers.
+
+    A model that is wholly on one device gives a set of one; a model half moved gives two,
+    which is the bug this helps to find. A module with no parameters or buffers gives an
+    empty set.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module_devices expects an nn.Module, got {type(module).__name__}")
+    tensors = [*module.parameters(), *module.buffers()]
+    return {t.device for t in tensors}
+
+
+def run_python_without_gpus(code: str, *args: str | Path, timeout: float = 120) -> str:
+    """Run `code` in a fresh Python process that sees no GPU, and return what it printed.
+
+    With `CUDA_VISIBLE_DEVICES=""` the child's `torch.cuda.is_available()` is False, exactly
+    as on a CPU-only machine, whatever this machine has: the course uses it to show errors
+    that only CPU-only machines raise, with the same output everywhere. Extra arguments
+    arrive in the child's `sys.argv[1:]` (pass file paths there, so they are never printed).
+    Raises RuntimeError with the child's stderr when the child fails.
+    """
+    if not isinstance(code, str) or not code.strip():
+        raise ValueError("run_python_without_gpus needs the Python code to run, as a non-empty string")
+    env = {**os.environ, **HIDE_GPUS}
+    result = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"the child Python exited with status {result.returncode}; its stderr:\n{result.stderr}"
+        )
+    return result.stdout

@@ -1,0 +1,159 @@
+"""Checks for notebook 03 (models on devices).
+
+The checks use the `meta` device as the target where a second device is needed: it exists
+on every machine and PyTorch really moves modules and tensors there.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from course_utils.checkpoints import save_with_location
+from course_utils.devices import best_device, module_devices
+from course_utils.exercises import CheckResult, failed, passed
+
+
+def _raised(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def check_prepare_batch(
+    prepare_batch: Callable[[torch.Tensor, torch.Tensor, torch.device], tuple[torch.Tensor, torch.Tensor]],
+) -> CheckResult:
+    """Exercise 1: seed 000's batch preparation with today's API.
+
+    `prepare_batch(images, labels, device)` gets uint8 images of shape (N, 1, 4, 4) and int32
+    labels of shape (N, 1) on the CPU, and returns float32 images and int64 labels of shape
+    (N,) on `device`, for any N (the last batch of an epoch is often smaller).
+    """
+    if not callable(prepare_batch):
+        return failed("pass your function itself, e.g. check_prepare_batch(prepare_batch)")
+    generator = torch.Generator().manual_seed(0)
+    for device in (torch.device("meta"), best_device()):
+        for n in (4, 3):
+            images = torch.randint(0, 256, (n, 1, 4, 4), dtype=torch.uint8, generator=generator)
+            labels = torch.randint(0, 10, (n, 1), dtype=torch.int32, generator=generator)
+            where = f"a batch of {n} sent to {device.type}"
+            try:
+                out = prepare_batch(images.clone(), labels.clone(), device)
+            except Exception as err:
+                return failed(f"for {where} it raised {_raised(err)}")
+            if not isinstance(out, tuple | list) or len(out) != 2:
+                got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
+                return failed(f"for {where} it should return (images, labels); it returned {got}")
+            out_images, out_labels = out
+            for name, tensor, dtype in (
+                ("images", out_images, torch.float32),
+                ("labels", out_labels, torch.int64),
+            ):
+                if not isinstance(tensor, torch.Tensor):
+                    return failed(f"for {where} the {name} are a {type(tensor).__name__}, not a tensor")
+                if tensor.device != device:
+                    return failed(f"for {where} the {name} are on {tensor.device}, not on the device given")
+                if tensor.dtype != dtype:
+                    return failed(f"for {where} the {name} are {tensor.dtype}; the loss wants {dtype}")
+            if out_images.shape != images.shape:
+                return failed(f"for {where} the images changed shape to {tuple(out_images.shape)}")
+            if out_labels.shape != (n,):
+                return failed(
+                    f"for {where} the labels have shape {tuple(out_labels.shape)}; cross_entropy wants ({n},)"
+                )
+            if device.type != "meta":
+                if not torch.equal(out_images.cpu(), images.float()):
+                    return failed(f"for {where} the image values changed: convert, do not rescale")
+                if not torch.equal(out_labels.cpu(), labels.long().view(-1)):
+                    return failed(f"for {where} the label values are not the labels given")
+    return passed("one call per tensor moves and converts it, and any batch size works")
+
+
+def check_model_and_optimizer(
+    make_model_and_optimizer: Callable[[torch.device], tuple[nn.Module, torch.optim.Optimizer]],
+) -> CheckResult:
+    """Exercise 2: `make_model_and_optimizer(device)` returns a model on `device` and its optimizer.
+
+    Checked on the `meta` device, where `.to()` replaces the parameter objects: an optimizer
+    built before the move holds the old CPU tensors, which the model no longer uses.
+    """
+    if not callable(make_model_and_optimizer):
+        return failed("pass your function itself, e.g. check_model_and_optimizer(make_model_and_optimizer)")
+    device = torch.device("meta")
+    try:
+        out = make_model_and_optimizer(device)
+    except Exception as err:
+        return failed(f"make_model_and_optimizer(torch.device('meta')) raised {_raised(err)}")
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
+        return failed(f"it should return (model, optimizer); it returned {got}")
+    model, optimizer = out
+    if not isinstance(model, nn.Module):
+        return failed(f"the first thing returned is a {type(model).__name__}, not an nn.Module")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return failed(
+            f"the second thing returned is a {type(optimizer).__name__}, not a torch.optim optimizer"
+        )
+    if not list(model.parameters()):
+        return failed("the model has no parameters: build one with at least one layer")
+    devices = module_devices(model)
+    if devices != {device}:
+        return failed(
+            f"the model's parameters are on {sorted(map(str, devices))}, not all on the device given"
+        )
+    in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    in_model = {id(p) for p in model.parameters()}
+    if in_optimizer != in_model:
+        return failed(
+            "the optimizer does not hold the model's current parameters: look at when it is created "
+            "compared with the move"
+        )
+    return passed("the model is on the device and the optimizer updates the very tensors it uses")
+
+
+class _Net(nn.Module):
+    """The small model of the exercise: two linear layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(4, 3)
+        self.out = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(x)))
+
+
+def exercise_model() -> nn.Module:
+    """A fresh instance of the exercise's model (two linear layers, 4 -> 3 -> 2)."""
+    return _Net()
+
+
+def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object]) -> CheckResult:
+    """Exercise 3: `load_weights(model, path)` loads a checkpoint saved from a DataParallel model on a GPU.
+
+    The check writes, in a temporary folder, the state_dict of `nn.DataParallel(model)` with
+    storages tagged `cuda:0`, then calls the reader's function with a bare model on this
+    machine's best device and compares the weights.
+    """
+    if not callable(load_weights):
+        return failed("pass your function itself, e.g. check_load_gpu_checkpoint(load_weights)")
+    torch.manual_seed(1)
+    trained = exercise_model()
+    expected = [t.detach().clone() for t in trained.state_dict().values()]  # DataParallel may move it
+    device = best_device()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trained_on_gpu.pt"
+        save_with_location(nn.DataParallel(trained).state_dict(), path, "cuda:0")
+        model = exercise_model().to(device)
+        try:
+            load_weights(model, path)
+        except Exception as err:
+            return failed(f"load_weights raised {_raised(err)}")
+    if module_devices(model) != {device}:
+        return failed("after loading, the model's parameters are not all on the device the model was on")
+    for (name, got), want in zip(model.state_dict().items(), expected, strict=True):
+        if not torch.equal(got.cpu(), want):
+            return failed(f"the model's {name} does not hold the saved weights: was the state_dict loaded?")
+    return passed("the GPU checkpoint loads on this machine and the module. prefix is gone")

@@ -1,0 +1,96 @@
+"""Checks for notebook 02 (tensors on devices).
+
+Each check calls the reader's function on tensors it makes itself, on the `meta` device
+(present on every machine) and on the best device of this machine, and says what is right
+or wrong without showing a solution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from course_utils.devices import best_device
+from course_utils.exercises import CheckResult, failed, passed
+
+
+def _raised(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResult:
+    """Exercise 1: `to_numpy(t)` returns a NumPy array of `t`'s values, from any device, grad or not.
+
+    A meta tensor has no data to copy, but it tells which calls were made: `.numpy()` on it
+    raises a TypeError, while moving it to the CPU first raises NotImplementedError. So the
+    check can see whether the function moves to the CPU even on a machine without a GPU.
+    """
+    if not callable(to_numpy):
+        return failed("pass your function itself, e.g. check_to_numpy(to_numpy), not its result")
+    device = best_device()
+    leaf = torch.arange(6.0, device=device).reshape(2, 3).requires_grad_()
+    cases = {
+        "a tensor that requires grad": leaf,
+        "a tensor computed from one that requires grad": leaf * 2,
+        "an integer tensor": torch.tensor([1, 2, 3], device=device),
+    }
+    for what, tensor in cases.items():
+        try:
+            result = to_numpy(tensor)
+        except Exception as err:
+            return failed(f"on {what} your function raised {_raised(err)}. The message says what to add.")
+        if result is None:
+            return failed(f"on {what} your function returned None: did you forget `return`?")
+        if not isinstance(result, np.ndarray):
+            return failed(f"on {what} it returned a {type(result).__name__}, not a numpy.ndarray")
+        expected = tensor.detach().cpu().numpy()
+        if result.shape != expected.shape or not np.array_equal(result, expected):
+            return failed(f"on {what} the array does not hold the tensor's values")
+    try:
+        to_numpy(torch.ones(2, device="meta"))
+    except NotImplementedError:
+        pass  # it tried to copy the meta tensor to the CPU: the right move, and meta has no data
+    except TypeError as err:
+        if "numpy" in str(err):
+            return failed(
+                "it works here only because this tensor is on the CPU already: on a GPU tensor it "
+                "would raise, as it did on a meta tensor: " + _raised(err)
+            )
+        return failed(f"on a meta tensor it raised {_raised(err)}")
+    except Exception as err:
+        return failed(f"on a meta tensor it raised {_raised(err)}; it should first move the tensor")
+    else:
+        return failed("on a meta tensor (which holds no data) it returned something: what did it convert?")
+    return passed("the values come back as NumPy from tensors with grad and from any device")
+
+
+def check_add_on_device_of(
+    add_on_device_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> CheckResult:
+    """Exercise 2: `add_on_device_of(a, b)` returns `a + b` on `a`'s device, wherever `b` is."""
+    if not callable(add_on_device_of):
+        return failed("pass your function itself, e.g. check_add_on_device_of(add_on_device_of)")
+    pairs = [
+        (torch.ones(3, device="meta"), torch.arange(3.0)),
+        (torch.ones(2, 3, device="meta"), torch.tensor(5.0)),
+        (torch.arange(3.0, device=best_device()), torch.ones(3)),
+    ]
+    for a, b in pairs:
+        where = f"a on {a.device.type}, b on {b.device.type}"
+        try:
+            result = add_on_device_of(a, b)
+        except RuntimeError as err:
+            return failed(f"with {where} it raised {_raised(err)}: which one should move, and where to?")
+        except Exception as err:
+            return failed(f"with {where} it raised {_raised(err)}")
+        if not isinstance(result, torch.Tensor):
+            return failed(f"with {where} it returned {type(result).__name__}, not a tensor")
+        if result.device != a.device:
+            return failed(f"with {where} the result is on {result.device}: it should stay on a's device")
+        if result.shape != a.shape:
+            return failed(f"with {where} the result has shape {tuple(result.shape)}, not {tuple(a.shape)}")
+        if a.device.type != "meta" and not torch.equal(result.cpu(), (a.cpu() + b.cpu())):
+            return failed(f"with {where} the values are not a + b")
+    return passed("b moves to a's device and the sum stays there")

@@ -1,0 +1,95 @@
+"""Checkpoints tagged for a GPU, the safe tag reader, and the harmless untrusted file."""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.checkpoints import save_untrusted_example, save_with_location, storage_locations
+
+
+@pytest.fixture
+def state():
+    torch.manual_seed(0)
+    return nn.Linear(3, 2).state_dict()
+
+
+def test_plain_torch_save_is_tagged_cpu(tmp_path, state):
+    torch.save(state, tmp_path / "plain.pt")
+    assert storage_locations(tmp_path / "plain.pt") == ["cpu", "cpu"]
+
+
+def test_save_with_location_tags_every_storage(tmp_path, state):
+    path = save_with_location(state, tmp_path / "gpu.pt")
+    assert path == tmp_path / "gpu.pt"
+    assert storage_locations(path) == ["cuda:0", "cuda:0"]
+    save_with_location(state, tmp_path / "gpu1.pt", torch.device("cuda", 1))
+    assert storage_locations(tmp_path / "gpu1.pt") == ["cuda:1", "cuda:1"]
+
+
+def test_a_device_without_index_is_tagged_with_index_zero(tmp_path, state):
+    save_with_location(state, tmp_path / "gpu.pt", "cuda")
+    assert storage_locations(tmp_path / "gpu.pt") == ["cuda:0", "cuda:0"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error is what a machine without CUDA raises")
+def test_torch_load_raises_its_own_cuda_error_and_map_location_fixes_it(tmp_path, state):
+    path = save_with_location(state, tmp_path / "gpu.pt")
+    with pytest.raises(RuntimeError, match="Attempting to deserialize object on a CUDA device"):
+        torch.load(path)
+    loaded = torch.load(path, map_location="cpu")
+    assert loaded.keys() == state.keys()
+    assert all(torch.equal(loaded[k], state[k]) for k in state)
+
+
+def test_shared_storage_is_listed_once(tmp_path):
+    base = torch.arange(6.0)
+    torch.save({"a": base, "view": base[2:], "other": torch.ones(1)}, tmp_path / "shared.pt")
+    assert storage_locations(tmp_path / "shared.pt") == ["cpu", "cpu"]
+
+
+def test_save_with_location_rejects_bad_input(tmp_path, state):
+    with pytest.raises(ValueError, match="location must name a device"):
+        save_with_location(state, tmp_path / "x.pt", "gpu zero")
+    with pytest.raises(FileNotFoundError, match="does not exist; create it first"):
+        save_with_location(state, tmp_path / "missing" / "x.pt")
+
+
+def test_storage_locations_says_what_is_wrong(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        storage_locations(tmp_path / "nope.pt")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        storage_locations(tmp_path)
+    (tmp_path / "notes.txt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match=r"notes\.txt is not a PyTorch checkpoint"):
+        storage_locations(tmp_path / "notes.txt")
+    with zipfile.ZipFile(tmp_path / "other.zip", "w") as archive:
+        archive.writestr("other/readme.txt", "hello")
+    with pytest.raises(ValueError, match="zip archive but not a PyTorch checkpoint"):
+        storage_locations(tmp_path / "other.zip")
+    with zipfile.ZipFile(tmp_path / "broken.pt", "w") as archive:
+        archive.writestr("broken/data.pkl", b"\x80\x02garbage")
+    with pytest.raises(ValueError, match=r"data\.pkl is damaged"):
+        storage_locations(tmp_path / "broken.pt")
+
+
+def test_storage_locations_runs_nothing_from_the_file(tmp_path, capsys):
+    path = save_untrusted_example(tmp_path / "stranger.pt", "code ran")
+    assert storage_locations(path) == ["cpu"]
+    assert capsys.readouterr().out == ""
+
+
+def test_untrusted_example_is_refused_by_default_and_runs_code_otherwise(tmp_path, capsys):
+    path = save_untrusted_example(tmp_path / "stranger.pt", "code ran")
+    with pytest.raises(pickle.UnpicklingError, match=r"GLOBAL print was not an allowed global"):
+        torch.load(path)
+    assert capsys.readouterr().out == ""
+    loaded = torch.load(path, weights_only=False)
+    assert capsys.readouterr().out == "code ran\n"
+    assert torch.equal(loaded["weight"], torch.zeros(2, 2))
+    with pytest.raises(FileNotFoundError, match="create it first"):
+        save_untrusted_example(tmp_path / "missing" / "x.pt")

@@ -1,0 +1,75 @@
+"""The device helpers: best device, devices of a module, a Python that sees no GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils import devices
+from course_utils.devices import best_device, module_devices, run_python_without_gpus, use_pin_memory
+
+
+def test_best_device_follows_torch_accelerator():
+    if torch.accelerator.is_available():
+        assert best_device().type == torch.accelerator.current_accelerator().type
+        assert best_device().index is not None
+    else:
+        assert best_device() == torch.device("cpu")
+
+
+def test_best_device_carries_the_current_index(monkeypatch):
+    monkeypatch.setattr(
+        devices.torch.accelerator, "current_accelerator", lambda check_available: torch.device("cuda")
+    )
+    monkeypatch.setattr(devices.torch.accelerator, "current_device_index", lambda: 1)
+    assert best_device() == torch.device("cuda", 1)
+
+
+def test_best_device_is_the_cpu_without_an_accelerator(monkeypatch):
+    monkeypatch.setattr(devices.torch.accelerator, "current_accelerator", lambda check_available: None)
+    assert best_device() == torch.device("cpu")
+    assert best_device().index is None
+
+
+def test_module_devices_finds_every_device_a_module_uses():
+    model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    assert module_devices(model) == {torch.device("cpu")}
+    model[1].to("meta")  # half moved: the bug module_devices exists to show
+    assert module_devices(model) == {torch.device("cpu"), torch.device("meta")}
+    assert module_devices(nn.ReLU()) == set()
+
+
+def test_module_devices_rejects_what_is_not_a_module():
+    with pytest.raises(TypeError, match=r"expects an nn\.Module, got Tensor"):
+        module_devices(torch.ones(1))
+
+
+def test_child_python_sees_no_gpu_and_gets_its_arguments():
+    code = (
+        "import os, sys, torch; "
+        "print(repr(os.environ['CUDA_VISIBLE_DEVICES']), torch.cuda.is_available(), sys.argv[1:])"
+    )
+    assert run_python_without_gpus(code, "a", 2) == "'' False ['a', '2']\n"
+
+
+def test_child_python_failure_raises_with_its_stderr():
+    with pytest.raises(RuntimeError, match=r"(?s)status 3.*boom"):
+        run_python_without_gpus("import sys; sys.stderr.write('boom'); sys.exit(3)")
+
+
+@pytest.mark.parametrize("code", ["", "   ", None])
+def test_child_python_needs_code(code):
+    with pytest.raises(ValueError, match="non-empty string"):
+        run_python_without_gpus(code)
+
+
+def test_pin_memory_only_for_accelerators_that_support_it(monkeypatch):
+    for device in ("cpu", "meta", "mps", torch.device("mps", 0)):
+        assert use_pin_memory(device) is False
+    assert use_pin_memory("cuda:0") is torch.accelerator.is_available()
+    monkeypatch.setattr(devices.torch.accelerator, "is_available", lambda: True)
+    assert use_pin_memory("cuda:0") is True
+    assert use_pin_memory(torch.device("xpu", 0)) is True
+    monkeypatch.setattr(devices.torch.accelerator, "is_available", lambda: False)
+    assert use_pin_memory("cuda") is False
