@@ -1,0 +1,66 @@
+"""Self-checks for notebook 04, choosing GPUs: logical vs physical ids and choosing by free memory.
+
+Each check answers "Correct" or "Not yet" with a hint; none prints the solution.
+"""
+
+from __future__ import annotations
+
+from course_utils.exercises import CheckResult, failed, passed
+from course_utils.gpus import demo_inventory
+from course_utils.visible_devices import choose_by_free_memory, cuda_semantics, physical_of
+
+EXERCISE_1_VALUE = "5,2,7"
+EXERCISE_1_LOGICAL = 1
+EXERCISE_3_VALUE = "1,3,-1,0"
+
+
+def check_physical_gpu(answer: object) -> CheckResult:
+    """Exercise 1: with CUDA_VISIBLE_DEVICES="5,2,7", which physical GPU is `cuda:1`? (an int)."""
+    if answer is None or answer is ...:
+        return failed("no answer yet: replace the `...` with the physical GPU number (an int).")
+    if isinstance(answer, bool) or not isinstance(answer, int):
+        return failed(f"give the physical GPU as an int, not {type(answer).__name__}.")
+    right = physical_of(EXERCISE_1_LOGICAL, EXERCISE_1_VALUE, demo_inventory())
+    if answer == right:
+        return passed(f"cuda:1 is the second entry of {EXERCISE_1_VALUE!r}: logical ids count the list.")
+    if answer == EXERCISE_1_LOGICAL:
+        return failed("that is the logical id itself; logical ids index into the list, count along it.")
+    if answer in (5, 7):
+        return failed("that GPU is visible, but not as cuda:1; remember that logical ids start at 0.")
+    return failed(f"GPU {answer} is not even visible with {EXERCISE_1_VALUE!r}; read the list in order.")
+
+
+def check_freest_value(answer: object) -> CheckResult:
+    """Exercise 2: the CUDA_VISIBLE_DEVICES value for the demo fleet's 3 freest GPUs, freest first (a str)."""
+    if answer is None or answer is ...:
+        return failed("no answer yet: replace the `...` with a string such as '0,1,2'.")
+    if not isinstance(answer, str):
+        return failed(f"the variable's value is a string, not {type(answer).__name__}; write it in quotes.")
+    right = choose_by_free_memory(demo_inventory(), 3)
+    try:
+        given = [int(part) for part in answer.split(",")]
+    except ValueError:
+        return failed("write comma-separated GPU numbers without spaces, e.g. '0,1,2'.")
+    if given == right:
+        return passed("those are the three GPUs with most free memory, the freest as cuda:0.")
+    if sorted(given) == sorted(right):
+        return failed("the right GPUs in another order: the freest should be cuda:0 (ties: lower index).")
+    if len(given) != 3:
+        return failed(f"you named {len(given)} GPU(s); the exercise asks for 3.")
+    return failed("compare memory_free of each GPU in demo_inventory() (or smi_table) and take the largest.")
+
+
+def check_cuda_reading(answer: object) -> CheckResult:
+    """Exercise 3: which physical GPUs does CUDA make visible for "1,3,-1,0"? (a list in logical order)."""
+    if answer is None or answer is ...:
+        return failed("no answer yet: replace the `...` with a list of physical GPU numbers, e.g. [0, 1].")
+    if not isinstance(answer, list | tuple):
+        return failed(f"give a list of ints in logical order, not {type(answer).__name__}.")
+    right = cuda_semantics(EXERCISE_3_VALUE, demo_inventory())
+    if list(answer) == right:
+        return passed("CUDA stops at the first invalid entry (-1) and ignores everything after it.")
+    if sorted(answer) == sorted(right):
+        return failed("the right GPUs but not in the order CUDA numbers them: the order of the list.")
+    if 0 in answer:
+        return failed("look at what CUDA does at the first entry it cannot use: does it read on?")
+    return failed("walk the list entry by entry as CUDA does; what happens at '-1'?")

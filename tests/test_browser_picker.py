@@ -1,0 +1,265 @@
+"""Notebook 04's GPU picker in a real browser: JupyterLab on loopback, headless Chromium, real clicks.
+
+The test copies the notebook into a temporary root (the repository is never touched), starts
+JupyterLab on 127.0.0.1 with a token and temporary config/data/runtime dirs, opens the notebook
+in headless Chromium through Playwright, runs all cells, then ticks GPUs and asks for the N
+freest in the demo-fleet picker, checking the `CUDA_VISIBLE_DEVICES` text the page shows. It
+saves a screenshot under $COURSE_ARTIFACTS (or pytest's tmp_path) and prints where.
+
+Chromium is found at $COURSE_CHROMIUM, /usr/bin/chromium, or on PATH; without one the test
+skips. Playwright's own browser downloads are never used. Every wait has a timeout, and the
+server and the browser are stopped in `finally` blocks whatever happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from notebook_hygiene import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "04_choosing_gpus.ipynb"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SERVER_START_S = 40
+UI_TIMEOUT_MS = 30_000
+
+
+def find_chromium() -> str | None:
+    """The Chromium executable to drive, or None when this machine has none."""
+    candidates = [os.environ.get("COURSE_CHROMIUM"), "/usr/bin/chromium"]
+    candidates += [shutil.which(name) for name in ("chromium", "chromium-browser")]
+    return next((c for c in candidates if c and Path(c).is_file() and os.access(c, os.X_OK)), None)
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: its base URL, token and the folder it serves."""
+
+    url: str
+    token: str
+    root: Path
+
+
+def _get(url: str, timeout: float = 2) -> int:
+    """HTTP status of a GET, 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status
+    except (urllib.error.URLError, OSError):
+        return 0
+
+
+def wait_for_idle_kernel(lab: Lab, timeout: float = 40) -> None:
+    """Wait until the page's kernel runs, is idle and connected (Run All before that may do nothing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        auth = {"Authorization": f"token {lab.token}"}
+        request = urllib.request.Request(f"{lab.url}/api/kernels", headers=auth)
+        try:
+            with urllib.request.urlopen(request, timeout=2) as response:
+                kernels = json.loads(response.read())
+        except (urllib.error.URLError, OSError, ValueError):
+            kernels = []
+        if any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels):
+            return
+        time.sleep(0.3)
+    pytest.fail(f"no idle kernel within {timeout} s")
+
+
+def _stop(proc: subprocess.Popen, lab: Lab) -> None:
+    """Ask the server to shut down (it stops its kernels), then terminate, then kill its process group."""
+    if proc.poll() is None:
+        request = urllib.request.Request(
+            f"{lab.url}/api/shutdown", method="POST", headers={"Authorization": f"token {lab.token}"}
+        )
+        try:
+            urllib.request.urlopen(request, timeout=5).close()
+        except (urllib.error.URLError, OSError):
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+    try:  # anything left in the server's own process group (kernels, their children)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait(timeout=5)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    """JupyterLab serving a temporary copy of notebook 04, on loopback only, stopped afterwards."""
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    home = tmp_path / "jupyter"
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_DATA_DIR": str(home / "data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "IPYTHONDIR": str(home / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
+    settings = {  # start the kernel without asking, render every cell (not only those in view), no news
+        "notebook-extension/tracker": {"autoStartDefaultKernel": True, "windowingMode": "none"},
+        "apputils-extension/notification": {"fetchNews": "false"},
+    }
+    for name, values in settings.items():
+        target = home / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(values), encoding="utf-8")
+    port, token = free_port(), secrets.token_hex(16)
+    lab = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root)
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.news_url=",
+        "--LabApp.extension_manager=readonly",
+        "--ServerApp.terminals_enabled=False",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
+        command.append("--allow-root")
+    log_path = tmp_path / "jupyterlab.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while _get(f"{lab.url}/api/status?token={token}") != 200:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield lab
+    finally:
+        _stop(proc, lab)
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path) -> Iterator[object]:
+    """A page of headless Chromium (the system's, never a downloaded one), closed afterwards."""
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium here (set COURSE_CHROMIUM or install Debian's chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=CHROMIUM_ARGS, timeout=UI_TIMEOUT_MS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1100})
+            page.set_default_timeout(UI_TIMEOUT_MS)
+            yield page
+        finally:
+            browser.close()
+
+
+def artifact_dir(tmp_path: Path) -> Path:
+    """Where screenshots go: $COURSE_ARTIFACTS when set, else this test's tmp_path."""
+    target = Path(os.environ.get("COURSE_ARTIFACTS") or tmp_path / "artifacts")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def test_picker_renders_and_reacts_in_a_real_browser(lab, browser_page, tmp_path):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    original = hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
+    started = time.monotonic()
+    shot = artifact_dir(tmp_path) / "04_gpu_picker.png"
+    try:
+        page.goto(f"{lab.url}/lab/tree/{NOTEBOOK.name}?token={lab.token}", wait_until="domcontentloaded")
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(state="visible")
+        wait_for_idle_kernel(lab)
+        expect(page.locator(".jp-Dialog")).to_have_count(0)  # no kernel dialog: the settings above
+
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+
+        picker = page.locator(".gpu-picker.gpu-picker-demo").first
+        picker.wait_for(state="attached", timeout=60_000)
+        picker.scroll_into_view_if_needed()
+        value = picker.locator(".gpu-picker-value")
+        expect(picker.locator(".gpu-picker-source")).to_have_text("DEMO FLEET (made up, not this machine)")
+        expect(value).to_have_text('CUDA_VISIBLE_DEVICES=""')
+
+        # tick GPUs 0 and 4, seed 000's choice: cuda:1 becomes physical GPU 4
+        picker.locator(".gpu-picker-check-0 input[type=checkbox]").check()
+        picker.locator(".gpu-picker-check-4 input[type=checkbox]").check()
+        expect(value).to_have_text('CUDA_VISIBLE_DEVICES="0,4"')
+        expect(picker.locator(".gpu-picker-mapping")).to_contain_text("cuda:1 -> physical GPU 4")
+        code = picker.locator(".gpu-picker-code")
+        expect(code).to_contain_text('os.environ["CUDA_VISIBLE_DEVICES"] = "0,4"')
+
+        # untick GPU 0
+        picker.locator(".gpu-picker-check-0 input[type=checkbox]").uncheck()
+        expect(value).to_have_text('CUDA_VISIBLE_DEVICES="4"')
+
+        # ask for the 3 GPUs with most free memory
+        n_box = picker.locator(".gpu-picker-n input")
+        n_box.fill("3")
+        n_box.press("Enter")
+        picker.locator("button.gpu-picker-pick").click()
+        expect(value).to_have_text('CUDA_VISIBLE_DEVICES="3,6,1"')
+        for index, ticked in enumerate([False, True, False, True, False, False, True, False]):
+            box = picker.locator(f".gpu-picker-check-{index} input[type=checkbox]")
+            expect(box).to_be_checked(checked=ticked)
+        expect(picker.locator(".gpu-picker-table")).to_contain_text("cuda:2")
+    finally:
+        prompts = page.locator(".jp-InputArea-prompt").all_inner_texts()
+        print("execution prompts:", " ".join(p.strip() for p in prompts))
+        print("console errors:", "\n".join(c for c in console if c.startswith("error"))[-2000:])
+        try:
+            page.screenshot(path=str(shot), timeout=10_000)
+            print(f"screenshot: {shot}")
+        except Exception as err:  # never hide the test's own failure behind a failed screenshot
+            print(f"no screenshot ({type(err).__name__}: {err})")
+    print(f"browser part took {time.monotonic() - started:.1f} s")
+    assert hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest() == original, "the repository's notebook changed"

@@ -1,0 +1,51 @@
+"""The self-checks of notebook 04 accept the right answers, reject wrong ones, never give them away."""
+
+from __future__ import annotations
+
+import pytest
+
+from course_utils.exercises.choosing_gpus import check_cuda_reading, check_freest_value, check_physical_gpu
+
+
+@pytest.mark.parametrize("check", [check_physical_gpu, check_freest_value, check_cuda_reading])
+@pytest.mark.parametrize("placeholder", [None, ...])
+def test_unanswered_placeholder_is_not_yet(check, placeholder):
+    result = check(placeholder)
+    assert not result and str(result).startswith("Not yet: no answer yet")
+
+
+def test_physical_gpu():
+    assert check_physical_gpu(2)
+    assert str(check_physical_gpu(2)).startswith("Correct:")
+    assert "logical id itself" in str(check_physical_gpu(1))
+    assert "start at 0" in str(check_physical_gpu(5))
+    assert "not even visible" in str(check_physical_gpu(0))
+    assert "as an int" in str(check_physical_gpu("2"))
+    assert not check_physical_gpu(True)
+
+
+def test_freest_value():
+    assert check_freest_value("3,6,1")
+    assert "another order" in str(check_freest_value("6,3,1"))
+    assert "you named 2" in str(check_freest_value("3,6"))
+    assert "without spaces" in str(check_freest_value("3, six"))
+    assert "in quotes" in str(check_freest_value([3, 6, 1]))
+    assert not check_freest_value("0,1,2")
+
+
+def test_cuda_reading():
+    assert check_cuda_reading([1, 3])
+    assert check_cuda_reading((1, 3))
+    assert "order" in str(check_cuda_reading([3, 1]))
+    assert "read on" in str(check_cuda_reading([1, 3, 0]))
+    assert not check_cuda_reading([1])
+    assert "list of ints" in str(check_cuda_reading("1,3"))
+
+
+@pytest.mark.parametrize(
+    ("check", "wrong"), [(check_physical_gpu, 7), (check_freest_value, "0,1,2"), (check_cuda_reading, [0])]
+)
+def test_hints_never_contain_the_solution(check, wrong):
+    message = str(check(wrong))
+    for solution in ("3,6,1", "[1, 3]", " 2 "):
+        assert solution not in message
