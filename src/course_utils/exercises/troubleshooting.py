@@ -1,0 +1,168 @@
+"""Checks for the exercises of notebook 09 (troubleshooting).
+
+Exercise 1 gives real error messages (the ones notebook 09 reproduces) and asks for the fix,
+as a letter; a wrong letter gets a hint on why that fix does not address the cause. Exercise 2
+asks for a corrected version of seed 002's GPU selection, which used `os.environ.setdefault`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from course_utils.exercises import CheckResult, failed, passed
+
+__all__ = ["QUESTIONS", "check_error_fix", "check_select_gpus", "question"]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One error message, four fixes labelled A-D, the right letter, and a hint per wrong letter."""
+
+    message: str
+    options: dict[str, str]
+    answer: str
+    why: str  # said when the answer is right
+    hints: dict[str, str]  # said for each wrong letter: why that fix misses the cause
+
+
+QUESTIONS: dict[int, Question] = {
+    1: Question(
+        message=(
+            "RuntimeError: Attempting to deserialize object on a CUDA device but "
+            "torch.cuda.is_available() is False. ..."
+        ),
+        options={
+            "A": 'os.environ["CUDA_VISIBLE_DEVICES"] = "0" before loading',
+            "B": "torch.load(path, weights_only=False)",
+            "C": 'torch.load(path, map_location="cpu")',
+            "D": "model.cuda() before model.load_state_dict(...)",
+        },
+        answer="C",
+        why="the file's storages are tagged cuda:0 and map_location says where to put them instead.",
+        hints={
+            "A": "the machine has no CUDA device to make visible; the file's location tags are the problem.",
+            "B": "weights_only decides which objects may be unpickled, not which device storages go to.",
+            "D": "the error is raised by torch.load, before load_state_dict runs, and there is no GPU.",
+        },
+    ),
+    2: Question(
+        message=(
+            "RuntimeError: Error(s) in loading state_dict for FooNet: Missing key(s) in state_dict: "
+            '"linears.0.weight", ... Unexpected key(s) in state_dict: "module.linears.0.weight", ...'
+        ),
+        options={
+            "A": "model.load_state_dict(state, strict=False)",
+            "B": 'torch.load(path, map_location="cpu")',
+            "C": "torch.load(path, weights_only=False)",
+            "D": 'consume_prefix_in_state_dict_if_present(state, "module.") before loading',
+        },
+        answer="D",
+        why="the keys were saved from a DataParallel/DDP wrapper; stripping `module.` makes them match.",
+        hints={
+            "A": "strict=False silences the error and loads nothing: no key matches, weights stay random.",
+            "B": "the keys are wrong, not the devices; map_location does not rename anything.",
+            "C": "the file unpickled fine; its key names do not match the model's.",
+        },
+    ),
+    3: Question(
+        message=(
+            "ValueError: Expected more than 1 value per channel when training, got input size "
+            "torch.Size([1, 4])   (last batch of the epoch, nn.DataParallel on 8 GPUs, BatchNorm1d)"
+        ),
+        options={
+            "A": "DataLoader(..., drop_last=True), so that every batch is full",
+            "B": "model.eval() for the whole training run",
+            "C": "torch.cuda.empty_cache() before the last batch",
+            "D": 'CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7" set again',
+        },
+        answer="A",
+        why="the short last batch is cut into pieces of one row; full batches give every GPU several rows.",
+        hints={
+            "B": "eval mode stops BatchNorm from using batch statistics: the model trains differently.",
+            "C": "this is not a memory problem: a replica got a single row, and BatchNorm needs two.",
+            "D": "the GPUs are all there already; the batch is what is too small to split.",
+        },
+    ),
+    4: Question(
+        message=(
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 1 "
+            "(and in the log: AttributeError: Can't get attribute 'train' on <module '__main__' (built-in)>)"
+        ),
+        options={
+            "A": "raise the process group's timeout",
+            "B": "move `train` into a .py file and import it from there",
+            "C": "pass a different MASTER_PORT",
+            "D": "call torch.cuda.init() before mp.spawn",
+        },
+        answer="B",
+        why="a spawned interpreter imports the worker by name, which works for a function in a module.",
+        hints={
+            "A": "the worker never started: it could not even be unpickled, so nothing waited.",
+            "C": "no process group was created yet; the worker could not be found by name.",
+            "D": "CUDA has nothing to do with finding the function; the fresh interpreter cannot import it.",
+        },
+    ),
+}
+
+
+def question(number: int) -> str:
+    """The text of question `number` of exercise 1: the error message and the options A-D."""
+    if number not in QUESTIONS:
+        raise ValueError(f"there are questions {sorted(QUESTIONS)}; ask for one of them, not {number!r}")
+    q = QUESTIONS[number]
+    lines = [f"Question {number}. The error:", f"  {q.message}", "Which fix?"]
+    lines += [f"  {letter}) {text}" for letter, text in q.options.items()]
+    return "\n".join(lines)
+
+
+def check_error_fix(number: int, answer: object) -> CheckResult:
+    """Check the letter chosen for question `number`; a wrong letter gets a hint, not the answer."""
+    if number not in QUESTIONS:
+        return failed(f"there is no question {number!r}; the questions are {sorted(QUESTIONS)}.")
+    q = QUESTIONS[number]
+    if answer is None or answer is Ellipsis:
+        return failed(f'question {number}: write one letter, A to D, as a string, e.g. "A".')
+    if not isinstance(answer, str) or answer.strip().upper() not in q.options:
+        return failed(f"question {number}: answer with one of the letters A, B, C, D, not {answer!r}.")
+    letter = answer.strip().upper()
+    if letter == q.answer:
+        return passed(f"question {number}: {letter}: {q.why}")
+    return failed(f"question {number}: {letter} does not fix it: {q.hints[letter]}")
+
+
+def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | None) -> CheckResult:
+    """Check `select_gpus(environ, value)`: after the call environ["CUDA_VISIBLE_DEVICES"] == value.
+
+    It is called on plain dicts standing for the environment: one where the variable is unset
+    and one where the shell already set it (seed 002's `setdefault` keeps the old value there).
+    """
+    if select_gpus is None or select_gpus is Ellipsis:
+        return failed("write `select_gpus(environ, value)` and pass the function itself (no call).")
+    if not callable(select_gpus):
+        return failed(f"pass the function itself, not a {type(select_gpus).__name__}.")
+    cases = [
+        ({}, "3,6", "the variable unset"),
+        ({"CUDA_VISIBLE_DEVICES": "7"}, "3,6", "the variable set to '7'"),
+    ]
+    for environ, value, where in cases:
+        before = dict(environ)
+        try:
+            select_gpus(environ, value)
+        except Exception as err:
+            return failed(f"with {where} your function raised {type(err).__name__}: {err}")
+        got = environ.get("CUDA_VISIBLE_DEVICES")
+        if got == before.get("CUDA_VISIBLE_DEVICES") and got is not None and got != value:
+            return failed(
+                f"with {where} it is still {got!r}: the old value was kept. Which call writes only "
+                "when a key is missing?"
+            )
+        if got != value:
+            return failed(
+                f"with {where}, environ['CUDA_VISIBLE_DEVICES'] is {got!r}, not {value!r}: change the "
+                "environ passed in (not os.environ), under that exact name."
+            )
+    return passed(
+        "the value is written whether or not the variable was set before. Do it before anything "
+        "touches CUDA: CUDA reads the variable once."
+    )

@@ -1,0 +1,149 @@
+"""Run a snippet in a fresh Python and read the error it ends with, as a user would see it.
+
+Used by notebook 09 (troubleshooting). Some errors only happen in a *new* process: a script
+that sets an environment variable before anything else, or a spawned worker that must import
+its function by name. `run_python` runs such a snippet in a fresh interpreter (this very
+Python, with this process's environment plus the changes asked for) and returns what it
+printed and, when it failed, the last line of its traceback: the `ExceptionType: message`
+line a user reads at the bottom of a crash, with this machine's paths replaced by
+placeholders so that the notebook's output is the same on every machine.
+
+The child's stdin carries bytes from the parent when asked (for example a pickle), so that
+nothing is written to disk and no file path needs printing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ChildRun", "last_error_line", "run_python", "scrub_paths"]
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """What a fresh Python did: its exit status, what it printed, and the error it ended with."""
+
+    returncode: int
+    stdout: str
+    error: str | None  # "ExceptionType: message" (paths scrubbed) when it failed, else None
+
+    @property
+    def ok(self) -> bool:
+        """True when the child exited with status 0."""
+        return self.returncode == 0
+
+
+def _machine_paths() -> dict[str, str]:
+    """This machine's paths that may appear in a traceback, mapped to the placeholder shown instead."""
+    paths: dict[str, str] = {}
+    labels = {
+        "stdlib": "<stdlib>",
+        "platstdlib": "<stdlib>",
+        "purelib": "<packages>",
+        "platlib": "<packages>",
+    }
+    for name, label in labels.items():
+        value = sysconfig.get_paths().get(name)
+        if value:
+            paths[value] = label
+    for value in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix):
+        paths[value] = "<python>"
+    paths[str(Path(sys.executable))] = "<python>"
+    paths[tempfile.gettempdir()] = "<tmp>"
+    paths[os.getcwd()] = "<cwd>"
+    paths[str(Path.home())] = "<home>"
+    return {path: label for path, label in paths.items() if len(path) > 1}
+
+
+def scrub_paths(text: str) -> str:
+    """Replace this machine's paths (Python install, packages, temp folder, cwd, home) in `text`.
+
+    The longest paths are replaced first, so a package path becomes `<packages>` rather than
+    `<python>/lib/...`. Output that goes into a committed notebook must not carry anyone's
+    machine paths; this is what makes a child's error line printable.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"scrub_paths expects a str, got {type(text).__name__}")
+    for path, label in sorted(_machine_paths().items(), key=lambda item: -len(item[0])):
+        text = text.replace(path, label)
+    return text
+
+
+def last_error_line(stderr: str) -> str | None:
+    """The `ExceptionType: message` line a Python traceback ends with, or None when there is none.
+
+    That is the last line of the traceback that is not indented (frames and source lines are).
+    A message that spans several lines gives its first line only.
+    """
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if not lines:
+        return None
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if not starts:
+        return lines[-1]
+    after_frames = [
+        line for line in lines[starts[-1] + 1 :] if not line.startswith((" ", "\t")) and line.strip("^~ ")
+    ]
+    return after_frames[0] if after_frames else None
+
+
+def run_python(
+    code: str,
+    *,
+    env: Mapping[str, str | None] | None = None,
+    stdin: bytes = b"",
+    timeout: float = 60.0,
+) -> ChildRun:
+    """Run `code` with this Python in a new process; return its status, stdout and final error.
+
+    `env` changes the child's environment on top of this process's: a string sets a variable,
+    None removes it (`{"CUDA_VISIBLE_DEVICES": None}` runs the child as if it had never been
+    set). `stdin` is fed to the child's standard input. A child that fails is not an error
+    here: its last traceback line, paths scrubbed, is in `.error`. A child that runs longer
+    than `timeout` seconds is killed and RuntimeError is raised.
+    """
+    if not isinstance(code, str) or not code.strip():
+        raise ValueError("run_python needs the Python code to run, as a non-empty string")
+    if not isinstance(stdin, bytes):
+        raise TypeError(f"stdin must be bytes (e.g. pickle.dumps(obj)), not {type(stdin).__name__}")
+    child_env = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            child_env.pop(name, None)
+        elif isinstance(value, str):
+            child_env[name] = value
+        else:
+            raise TypeError(
+                f"env values must be str (set the variable) or None (remove it); {name} is "
+                f"{type(value).__name__} {value!r}: write it as a string, e.g. {str(value)!r}"
+            )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=child_env,
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"the child Python did not finish within {timeout:g} s and was killed; "
+            "pass a larger timeout or check the code for a wait that never ends"
+        ) from None
+    stdout = done.stdout.decode("utf-8", errors="replace")
+    error = None
+    if done.returncode != 0:
+        stderr = done.stderr.decode("utf-8", errors="replace")
+        error = (
+            last_error_line(stderr) or f"the child exited with status {done.returncode}, printing no error"
+        )
+        error = scrub_paths(error)
+    return ChildRun(returncode=done.returncode, stdout=scrub_paths(stdout), error=error)

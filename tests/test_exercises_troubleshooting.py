@@ -1,0 +1,92 @@
+"""The checks of notebook 09's exercises accept right answers and explain wrong ones."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from course_utils.exercises.troubleshooting import QUESTIONS, check_error_fix, check_select_gpus, question
+
+
+def test_every_question_shows_its_message_and_four_options():
+    for number, q in QUESTIONS.items():
+        text = question(number)
+        assert q.message in text
+        for letter in "ABCD":
+            assert f"  {letter}) " in text
+        assert set(q.options) == set("ABCD")
+        assert q.answer in q.options
+        assert set(q.hints) == set(q.options) - {q.answer}, "every wrong letter needs a hint"
+
+
+@pytest.mark.parametrize("number", sorted(QUESTIONS))
+def test_the_right_letter_passes_in_any_case(number):
+    right = QUESTIONS[number].answer
+    assert check_error_fix(number, right).ok
+    assert check_error_fix(number, f" {right.lower()} ").ok
+    assert str(check_error_fix(number, right)).startswith("Correct: ")
+
+
+@pytest.mark.parametrize("number", sorted(QUESTIONS))
+def test_each_wrong_letter_fails_with_its_own_hint(number):
+    q = QUESTIONS[number]
+    for wrong in set(q.options) - {q.answer}:
+        result = check_error_fix(number, wrong)
+        assert not result.ok
+        assert q.hints[wrong] in result.message
+        assert str(result).startswith("Not yet: ")
+
+
+@pytest.mark.parametrize("answer", [..., None, "E", 3, "AB", ""])
+def test_non_letters_are_refused_with_a_hint(answer):
+    result = check_error_fix(1, answer)
+    assert not result.ok
+    assert "letter" in result.message
+
+
+def test_unknown_question_numbers():
+    assert not check_error_fix(99, "A").ok
+    with pytest.raises(ValueError, match="questions"):
+        question(99)
+
+
+def assign(environ: dict, value: str) -> None:
+    environ["CUDA_VISIBLE_DEVICES"] = value
+
+
+def seed_002(environ: dict, value: str) -> None:
+    environ.setdefault("CUDA_VISIBLE_DEVICES", value)
+
+
+def writes_os_environ(environ: dict, value: str) -> None:
+    os.environ["COURSE_TEST_ONLY"] = value  # the wrong mapping (and not the right name)
+
+
+def raises(environ: dict, value: str) -> None:
+    raise KeyError(value)
+
+
+def test_select_gpus_right():
+    assert check_select_gpus(assign).ok
+
+
+def test_select_gpus_seed_002_setdefault_is_caught():
+    result = check_select_gpus(seed_002)
+    assert not result.ok
+    assert "still '7'" in result.message
+
+
+def test_select_gpus_other_mistakes(monkeypatch):
+    monkeypatch.delenv("COURSE_TEST_ONLY", raising=False)
+    result = check_select_gpus(writes_os_environ)
+    assert not result.ok and "environ passed in" in result.message
+    result = check_select_gpus(raises)
+    assert not result.ok and "KeyError" in result.message
+
+
+@pytest.mark.parametrize("answer", [..., None, "environ['CUDA_VISIBLE_DEVICES'] = value"])
+def test_select_gpus_needs_a_function(answer):
+    result = check_select_gpus(answer)
+    assert not result.ok
+    assert "function" in result.message

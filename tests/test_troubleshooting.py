@@ -1,0 +1,133 @@
+"""run_python runs a snippet in a fresh Python and reads its final error without machine paths."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from course_utils.troubleshooting import ChildRun, last_error_line, run_python, scrub_paths
+
+
+def notebook_function() -> None:
+    """Stands in for a function defined in a notebook; pickled under a __main__ reference below."""
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    yield
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_a_child_that_succeeds_gives_its_stdout_and_no_error():
+    child = run_python("print('hello from the child')")
+    assert child == ChildRun(returncode=0, stdout="hello from the child\n", error=None)
+    assert child.ok
+
+
+def test_a_child_that_raises_gives_the_last_traceback_line():
+    child = run_python("def f():\n    raise ValueError('bad value')\nf()")
+    assert not child.ok
+    assert child.returncode == 1
+    assert child.error == "ValueError: bad value"
+
+
+def test_env_sets_and_removes_variables_for_the_child_only(monkeypatch):
+    monkeypatch.setenv("COURSE_TEST_VAR", "parent")
+    code = "import os; print(os.environ.get('COURSE_TEST_VAR'), os.environ.get('COURSE_OTHER_VAR'))"
+    assert run_python(code).stdout == "parent None\n"
+    assert run_python(code, env={"COURSE_TEST_VAR": None, "COURSE_OTHER_VAR": "x"}).stdout == "None x\n"
+    assert os.environ["COURSE_TEST_VAR"] == "parent"
+    assert "COURSE_OTHER_VAR" not in os.environ
+
+
+def test_setdefault_keeps_a_preset_value_as_seed_002_shows():
+    code = (
+        "import os; os.environ.setdefault('CUDA_VISIBLE_DEVICES', '3,6'); "
+        "print(os.environ['CUDA_VISIBLE_DEVICES'])"
+    )
+    assert run_python(code, env={"CUDA_VISIBLE_DEVICES": None}).stdout == "3,6\n"
+    assert run_python(code, env={"CUDA_VISIBLE_DEVICES": "7"}).stdout == "7\n"
+
+
+def test_stdin_carries_a_pickle_and_a_main_function_cannot_be_found():
+    payload = b"c__main__\nnotebook_function\n."  # the GLOBAL a notebook function pickles to
+    assert pickle.loads(payload.replace(b"__main__", __name__.encode())) is notebook_function
+    child = run_python("import pickle, sys; pickle.loads(sys.stdin.buffer.read())", stdin=payload)
+    assert (
+        child.error
+        == "AttributeError: Can't get attribute 'notebook_function' on <module '__main__' (built-in)>"
+    )
+
+
+def test_error_lines_have_no_machine_paths():
+    folder = tempfile.mkdtemp()
+    try:
+        path = Path(folder) / "missing.pt"
+        child = run_python(f"open({str(path)!r})")
+        assert child.error.startswith("FileNotFoundError: [Errno 2] No such file or directory: ")
+        assert folder not in child.error
+        assert "<tmp>" in child.error
+    finally:
+        os.rmdir(folder)
+
+
+def test_scrub_paths_replaces_the_longest_known_path_first():
+    import sysconfig
+
+    purelib = sysconfig.get_paths()["purelib"]
+    assert scrub_paths(f"File {purelib}/torch/x.py") == "File <packages>/torch/x.py"
+    assert scrub_paths(f"run {sys.executable} -c") == "run <python> -c"
+    assert scrub_paths("nothing to hide") == "nothing to hide"
+    with pytest.raises(TypeError, match="expects a str"):
+        scrub_paths(b"bytes")
+
+
+def test_last_error_line_reads_tracebacks_chains_and_plain_text():
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        "    f()\n"
+        "    ^^^\n"
+        "KeyError: 'a'\n"
+        "\nDuring handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 3, in <module>\n'
+        "ValueError: second\n"
+        "with a second line\n"
+    )
+    assert last_error_line(traceback) == "ValueError: second"
+    syntax = "  File \"<string>\", line 1\n    x = (\n        ^\nSyntaxError: '(' was never closed\n"
+    assert last_error_line(syntax) == "SyntaxError: '(' was never closed"
+    assert last_error_line("") is None
+    assert last_error_line("Traceback (most recent call last):\n") is None
+
+
+def test_a_child_that_exits_without_a_traceback_says_so():
+    child = run_python("import sys; sys.exit(3)")
+    assert child.returncode == 3
+    assert child.error == "the child exited with status 3, printing no error"
+
+
+def test_a_child_that_runs_too_long_is_killed():
+    with pytest.raises(RuntimeError, match=r"did not finish within 0\.5 s"):
+        run_python("import time; time.sleep(30)", timeout=0.5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"code": ""}, ValueError, "non-empty string"),
+        ({"code": "print(1)", "stdin": "text"}, TypeError, "stdin must be bytes"),
+        ({"code": "print(1)", "env": {"CUDA_VISIBLE_DEVICES": 0}}, TypeError, "write it as a string"),
+    ],
+)
+def test_bad_arguments_say_what_to_pass(kwargs, error, match):
+    code = kwargs.pop("code")
+    with pytest.raises(error, match=match):
+        run_python(code, **kwargs)
