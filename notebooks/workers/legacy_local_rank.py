@@ -1,0 +1,22 @@
+"""Seed 002's way to learn the local rank: a `--local_rank` command-line argument. Outdated.
+
+Kept to show what happens when it meets today's `python -m torch.distributed.launch`, which
+passes `--local-rank=<n>` (with a dash): argparse does not know that spelling and stops with
+"unrecognized arguments". Do not copy this: read `os.environ["LOCAL_RANK"]`, as `train_ddp.py` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def parse() -> argparse.Namespace:
+    """The seed's parser, unchanged apart from the comment."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=0, help="node rank for distributed training")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    args = parse()
+    print(f"local rank from the command line: {args.local_rank}", flush=True)

@@ -1,0 +1,49 @@
+"""A worker for `torch.multiprocessing.spawn` (mp.spawn), which must live in an importable .py file.
+
+`mp.spawn(run, args=(world_size, port, out_dir), nprocs=world_size)` starts `nprocs` fresh
+interpreters and calls `run(i, world_size, port, out_dir)` in each: the process index `i`
+comes first, then `args`. Nothing sets RANK or MASTER_PORT for you, so the worker passes the
+rendezvous address, its rank and the world size to `init_process_group` itself.
+
+From a terminal (in `notebooks/`): `python workers/spawn_worker.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def run(index: int, world_size: int, port: int, out_dir: str) -> None:
+    """One process: join the group as rank `index`, all-reduce, write what it saw to a file."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=world_size)
+    total = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(total)
+    seen = {
+        "index": index,
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "RANK in env": os.environ.get("RANK"),
+        "all_reduce of rank + 1": total.item(),
+    }
+    dist.destroy_process_group()
+    with open(os.path.join(out_dir, f"rank{index}.json"), "w") as file:
+        json.dump(seen, file)
+
+
+if __name__ == "__main__":
+    with socket.socket() as sock:  # a free port, chosen by the OS
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as folder:
+        mp.spawn(run, args=(2, free, folder), nprocs=2)
+        for name in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, name)) as file:
+                sys.stdout.write(file.read() + "\n")

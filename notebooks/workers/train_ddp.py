@@ -1,0 +1,93 @@
+"""A tiny DistributedDataParallel training script, launched with torchrun, on CPUs or GPUs.
+
+From a terminal (in `notebooks/`):
+
+    torchrun --nproc-per-node=2 workers/train_ddp.py --out run        # 2 processes
+    torchrun --nproc-per-node=gpu workers/train_ddp.py --out run      # one process per GPU
+
+Each process reads its LOCAL_RANK from the environment (seed 002's `--local_rank` argument is
+outdated), drives GPU LOCAL_RANK with `nccl` when there are GPUs, or the CPU with `gloo`
+(`--cpu` forces that), trains on its own share of the data through DistributedSampler, and
+rank 0 saves the plain model's state_dict. Every rank prints one JSON line about itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main() -> None:
+    """Train a linear model for a few epochs with DDP; rank 0 saves it to --out/model.pt."""
+    parser = argparse.ArgumentParser(description="A tiny DDP training script for torchrun.")
+    parser.add_argument("--out", required=True, help="folder for model.pt (rank 0 writes it)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=8, help="per process")
+    parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
+    args = parser.parse_args()
+
+    local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun: which GPU on this machine
+    if torch.cuda.is_available() and not args.cpu:
+        torch.cuda.set_device(local_rank)  # any accelerator: torch.accelerator.set_device_index
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group("nccl", device_id=device)  # env:// is the default init_method
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+
+    torch.manual_seed(0)  # the same data on every rank; the sampler splits it
+    x = torch.randn(64, 4)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.1
+    dataset = TensorDataset(x, y)
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
+
+    model = nn.Linear(4, 1).to(device)
+    ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+
+    losses = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)  # a new order every epoch
+        total = torch.zeros(2, device=device)  # sum of losses, number of batches
+        for inputs, labels in loader:
+            inputs, labels = inputs.to(device), labels.to(device)
+            optimizer.zero_grad()
+            loss = F.mse_loss(ddp(inputs), labels)
+            loss.backward()  # DDP averages the gradients over the ranks here
+            optimizer.step()
+            total += torch.stack([loss.detach(), torch.ones((), device=device)])
+        dist.all_reduce(total)  # the mean loss over all ranks' batches
+        losses.append(round((total[0] / total[1]).item(), 4))
+
+    if rank == 0:
+        os.makedirs(args.out, exist_ok=True)
+        torch.save(model.state_dict(), os.path.join(args.out, "model.pt"))  # not ddp's: no "module."
+    dist.barrier()  # no rank leaves before the checkpoint is written
+    line = {
+        "rank": rank,
+        "local_rank": local_rank,
+        "world_size": world_size,
+        "backend": dist.get_backend(),
+        "samples seen": len(sampler) * args.epochs,
+        "mean loss per epoch": losses,
+    }
+    # One write per line: torchrun runs workers unbuffered, and print() would write the newline
+    # separately, so that two ranks' lines could run together.
+    sys.stdout.write(json.dumps(line) + "\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

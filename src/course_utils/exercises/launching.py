@@ -1,0 +1,145 @@
+"""Checks for the exercises of notebook 07 (torchrun, ranks across nodes, multi-node commands).
+
+Each check looks at the reader's answer and says what is right or wrong, with a hint, never
+the solution. Commands are read with torchrun's own argument parser, so every spelling that
+torchrun accepts (`--nproc-per-node=4`, `--nproc_per_node 4`, ...) is accepted here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from torch.distributed.run import get_args_parser
+
+from course_utils.exercises import CheckResult, failed, passed
+
+# Exercise 1: a job of 3 machines ("nodes") x 4 processes, started with static node ranks.
+NNODES, NPROC_PER_NODE, NODE_RANK, LOCAL_RANK = 3, 4, 2, 1
+# Exercise 2: the command for node 1 of 2, 4 GPUs each, node 0 reachable at 10.0.0.1:29500.
+NODE0_ADDR, PORT, SCRIPT = "10.0.0.1", 29500, "train.py"
+
+
+def _whole(value: Any) -> int | None:
+    """`value` as an int when it is a whole number (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def check_rank_and_world_size(rank: Any, world_size: Any) -> CheckResult:
+    """Check the RANK and WORLD_SIZE of one worker of `torchrun --nnodes=3 --nproc-per-node=4`.
+
+    The worker is the one with LOCAL_RANK=1 on the machine started with `--node-rank=2`.
+    """
+    if rank is Ellipsis or world_size is Ellipsis or rank is None or world_size is None:
+        return failed("write the RANK and the WORLD_SIZE you expect, as two whole numbers.")
+    rank, world_size = _whole(rank), _whole(world_size)
+    if rank is None or world_size is None:
+        return failed("RANK and WORLD_SIZE are whole numbers (the environment holds them as text).")
+    right_world = NNODES * NPROC_PER_NODE
+    right_rank = NODE_RANK * NPROC_PER_NODE + LOCAL_RANK
+    if world_size != right_world:
+        if world_size == NPROC_PER_NODE:
+            return failed(
+                "that is LOCAL_WORLD_SIZE, the processes on one machine. WORLD_SIZE counts all of them."
+            )
+        return failed("WORLD_SIZE is the number of processes in the whole job, on every machine together.")
+    if rank == right_rank:
+        return passed(
+            f"WORLD_SIZE is {right_world} and the worker is rank {right_rank}: the machines with lower "
+            "node ranks hold the ranks before it, and its local rank comes on top."
+        )
+    if rank == LOCAL_RANK:
+        return failed("that is its LOCAL_RANK, its number on its own machine. RANK is unique in the job.")
+    if rank == NODE_RANK:
+        return failed("that is its GROUP_RANK, the node's number. RANK counts processes, not machines.")
+    if not 0 <= rank < right_world:
+        return failed(f"RANK runs from 0 to WORLD_SIZE - 1, so {rank} cannot be one.")
+    return failed(
+        "not that rank. Count the processes on the machines that come before node 2, then add "
+        "the worker's place on its own machine."
+    )
+
+
+class _ParseError(Exception):
+    """torchrun's parser rejected the arguments (instead of printing and exiting)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    """torchrun's own argument parser, raising instead of printing to stderr and exiting."""
+    parser = get_args_parser()
+
+    def error(message: str) -> None:
+        raise _ParseError(message)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def check_node1_command(command: Any) -> CheckResult:
+    """Check the reader's command line for node 1 of a two-machine job with 4 GPUs each.
+
+    Node 0 is reachable at 10.0.0.1 and listens on port 29500; the script is train.py.
+    Static rendezvous (`--master-addr/--master-port/--node-rank`) and the c10d rendezvous
+    (`--rdzv-backend=c10d --rdzv-endpoint=... --rdzv-id=...`) are both accepted.
+    """
+    if command is None or command is Ellipsis or (isinstance(command, str) and not command.strip()):
+        return failed('write the command as a string, e.g. "torchrun --nnodes=... train.py".')
+    if not isinstance(command, str):
+        return failed(f"write the command as one string, not a {type(command).__name__}.")
+    try:
+        words = shlex.split(command)
+    except ValueError as err:
+        return failed(f"the command cannot be split into words: {err}.")
+    if words[:3] == ["python", "-m", "torch.distributed.run"] or words[:3] == [
+        "python3",
+        "-m",
+        "torch.distributed.run",
+    ]:
+        words = words[3:]
+    elif words[:1] == ["torchrun"]:
+        words = words[1:]
+    elif "torch.distributed.launch" in words:
+        return failed("torch.distributed.launch is deprecated: start the command with torchrun.")
+    else:
+        return failed("start the command with torchrun (or python -m torch.distributed.run).")
+    try:
+        args = _parser().parse_args(words)
+    except _ParseError as err:
+        return failed(f"torchrun would refuse it: {err}.")
+    if args.training_script != SCRIPT:
+        return failed(f"the script to run comes after torchrun's options; here it is {SCRIPT}.")
+    if args.nnodes != "2":
+        return failed("--nnodes is the number of machines in the job (both of them).")
+    if args.nproc_per_node not in ("4", "gpu"):
+        return failed("--nproc-per-node is the number of processes on this machine: one per GPU.")
+    c10d = args.rdzv_backend == "c10d"
+    if c10d:
+        if args.rdzv_endpoint != f"{NODE0_ADDR}:{PORT}":
+            return failed("--rdzv-endpoint is host:port of the rendezvous, on node 0, reachable by all.")
+        if args.rdzv_id == "none":
+            return failed("give the job an id with --rdzv-id, the same on every machine.")
+        return passed(
+            "with the c10d rendezvous every machine runs this same command; the node ranks are "
+            "handed out as the machines arrive."
+        )
+    if args.rdzv_backend != "static":
+        return failed("use the static rendezvous (--master-addr, --master-port) or --rdzv-backend=c10d.")
+    if args.node_rank != 1:
+        return failed("--node-rank tells each machine which one it is; node 0 runs the same command with 0.")
+    if args.master_addr in ("127.0.0.1", "localhost"):
+        return failed(
+            "127.0.0.1 is each machine itself: --master-addr must be node 0's address on the network."
+        )
+    if args.master_addr != NODE0_ADDR:
+        return failed("--master-addr is the address of node 0, where the rendezvous store listens.")
+    if args.master_port != PORT:
+        return failed("--master-port must be the port node 0 listens on, the same on both machines.")
+    if args.standalone:
+        return failed("--standalone is for one machine alone; leave it out on a multi-machine job.")
+    return passed(
+        "node 0 runs the same command with --node-rank=0; the 8 workers get RANK 0-3 on node 0 "
+        "and 4-7 on node 1."
+    )

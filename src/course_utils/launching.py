@@ -1,0 +1,599 @@
+"""Run `torchrun` from a notebook: one job, or several "nodes" on this machine, always cleaned up.
+
+Notebook 07 launches real worker scripts with real `torchrun`. Starting it with `subprocess`
+by hand is easy to get wrong in a notebook: a hung worker blocks the kernel, an interrupted
+cell leaves processes running that keep the port, and the error a failing run prints is a page
+of tracebacks with the paths of this machine. `run_torchrun` and `run_nodes` add only that
+safety around the command; the command line itself is torchrun's own and is shown.
+
+- The venv's PyTorch: the command is `sys.executable -m torch.distributed.run`, which is what
+  the `torchrun` console script runs, with the Python of this kernel (a bare `torchrun` could
+  be another installation's on PATH).
+- Loopback only: `--master-addr=127.0.0.1`, so every connection between agents and workers
+  goes over loopback, and gloo is told to use the loopback interface (GLOO_SOCKET_IFNAME).
+  torchrun has no option to restrict where node 0's rendezvous store listens: it accepts
+  connections on its port on every interface, as a multi-node job needs, for as long as the
+  run lasts (seconds here).
+- A free port (`course_utils.distributed.free_port`), or the one you pass if it is free: a
+  port in use is a clear `LaunchError` before anything starts.
+- A timeout, after which every process of the run is stopped; the same happens when the cell
+  is interrupted or raises. Each torchrun starts in its own session; torchrun starts each worker
+  in a session of its own too, so the processes are tracked by parent and stopped group by
+  group, SIGTERM first (torchrun passes it on to its workers), SIGKILL after a grace period.
+- A clear error: a run that exits with a non-zero code raises `TorchrunError`, which names the
+  command and shows the tail of its stderr with machine paths reduced to file names.
+- Nothing left on disk: torchrun's own temporary files (its log folder, the workers' error
+  files) go to a temporary folder (TMPDIR) that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from course_utils.distributed import LaunchError, free_port, loopback_interface
+
+__all__ = [
+    "LOOPBACK",
+    "MODULES",
+    "TorchrunError",
+    "TorchrunResult",
+    "TorchrunTimeoutError",
+    "check_port_free",
+    "run_nodes",
+    "run_torchrun",
+    "strip_paths",
+    "torchrun_command",
+]
+
+LOOPBACK = "127.0.0.1"
+# The launchers this module runs, and how each is written on a command line.
+MODULES = {
+    "torch.distributed.run": "torchrun",  # the console script `torchrun` runs this module
+    "torch.distributed.launch": "python -m torch.distributed.launch",  # deprecated
+}
+GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL when stopping a run
+TAIL_LINES = 12
+_POLL_SECONDS = 0.05
+# Options that the helpers set themselves, so that a run stays on loopback and on its port.
+_RESERVED = (
+    "--master-addr",
+    "--master_addr",
+    "--master-port",
+    "--master_port",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "--standalone",
+    "--nnodes",
+    "--node-rank",
+    "--node_rank",
+    "--nproc-per-node",
+    "--nproc_per_node",
+)
+# A path: from a token's start ("/", "~/", "./", ".venv/", "C:\\") or one running through
+# site-packages, up to the next space, quote or bracket.
+_PATH_TOKEN = re.compile(
+    r"""(?<![^\s"'(<\[=])(?:[A-Za-z]:[\\/]|~?[\\/]|\.[\w.-]*[\\/]|[^\s"'(<\[=]*site-packages)[^\s"'()<>\[\]=,]*"""
+)
+# torchrun's own lines on stderr: its log records ("E1122 05:22:31.141000 123 api.py:1002] ...").
+_TORCHRUN_LOG = re.compile(r"^[DIWE]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ ")
+
+
+class TorchrunError(LaunchError):
+    """A torchrun command exited with a non-zero code.
+
+    Attributes:
+        command: the command as a shell line (`torchrun ...`).
+        returncode: its exit code (negative: killed by that signal).
+        stderr: its whole stderr, machine paths reduced to file names.
+        node_rank: which "node" it was (0 for a single-node run).
+        worker_lines: the lines of stderr before torchrun's own report of the failure, where
+            the workers' errors are.
+    """
+
+    def __init__(self, command: str, returncode: int, stderr: str, node_rank: int = 0) -> None:
+        self.command = command
+        self.returncode = returncode
+        self.stderr = stderr
+        self.node_rank = node_rank
+        self.worker_lines = _workers_stderr(stderr)
+        tail = "\n".join(self.worker_lines[-TAIL_LINES:]) or "(nothing but torchrun's own report)"
+        hint = ""
+        if "EADDRINUSE" in stderr or "address already in use" in stderr.lower():
+            hint = "\nThe port was taken between choosing it and using it: run it again (master_port=None)."
+        super().__init__(
+            f"`{command}` exited with code {returncode}. "
+            f"The last lines the workers wrote to stderr:\n{tail}{hint}"
+        )
+
+
+class TorchrunTimeoutError(LaunchError):
+    """A torchrun command did not finish in time; every process of the run was stopped.
+
+    Attributes:
+        command: the command (or the first of them) still running when time ran out.
+        timeout: the timeout in seconds.
+        stderr: what that command had written to stderr, machine paths reduced to file names.
+    """
+
+    def __init__(self, command: str, timeout: float, stderr: str) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.stderr = stderr
+        super().__init__(
+            f"`{command}` was still running after {timeout:g} s; it and all its workers were stopped. "
+            "A worker that never finishes is usually waiting for a peer (in the rendezvous or a "
+            "collective) that never comes."
+        )
+
+
+@dataclass(frozen=True)
+class TorchrunResult:
+    """What one torchrun command did.
+
+    Attributes:
+        args: the command's arguments after the launcher, as run (the port included).
+        module: the launcher module, "torch.distributed.run" (torchrun) or the deprecated
+            "torch.distributed.launch".
+        master_port: the port the run used.
+        returncode: the exit code of the torchrun process.
+        stdout: what the workers printed (torchrun passes their output through).
+        stderr: torchrun's and the workers' stderr, machine paths reduced to file names.
+    """
+
+    args: tuple[str, ...]
+    module: str
+    master_port: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def shell(self, port: str = "$MASTER_PORT") -> str:
+        """The command as you would type it, with `port` in place of the port number.
+
+        The port changes on every run; a placeholder keeps printed commands the same.
+        """
+        line = " ".join([MODULES[self.module], *(shlex.quote(a) for a in self.args)])
+        return line.replace(f"--master-port={self.master_port}", f"--master-port={port}")
+
+    def json_lines(self) -> list[dict[str, Any]]:
+        """The JSON objects the workers printed, in the order they appear in stdout.
+
+        torchrun runs its workers unbuffered (`python -u`), so `print(line)` writes the line and
+        its newline separately, and two workers' lines can run together (`{...}{...}`);
+        the objects are read one after the other, whatever separates them.
+        """
+        decoder = json.JSONDecoder()
+        rows, position = [], self.stdout.find("{")
+        while position != -1:
+            try:
+                value, end = decoder.raw_decode(self.stdout, position)
+            except json.JSONDecodeError:
+                end = position + 1
+            else:
+                if isinstance(value, dict):
+                    rows.append(value)
+            position = self.stdout.find("{", end)
+        return rows
+
+
+def _workers_stderr(stderr: str) -> list[str]:
+    """The lines of a failed run's stderr that the workers wrote, without torchrun's own report.
+
+    torchrun ends a failed run with its log records, a traceback of its own (ending in
+    ChildFailedError) and a summary with times and pids; the cause is in the lines before.
+    """
+    lines = stderr.rstrip().splitlines()
+    own = next((n for n, line in enumerate(lines) if "ChildFailedError" in line), None)
+    if own is not None:
+        starts = [
+            n for n, line in enumerate(lines[:own]) if line.startswith("Traceback (most recent call last)")
+        ]
+        lines = lines[: starts[-1]] if starts else lines[:own]
+    banner = ("*****", "Setting OMP_NUM_THREADS")
+    return [line for line in lines if not _TORCHRUN_LOG.match(line) and not line.startswith(banner)]
+
+
+def strip_paths(text: str) -> str:
+    """Reduce every file-system path in `text` to its last part, keeping URLs.
+
+    `/home/me/.venv/lib/python3.11/site-packages/torch/distributed/run.py:874` becomes
+    `run.py:874`: what matters in an error is the file and line, not where this machine keeps it.
+    """
+
+    def shorten(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if "://" in token:
+            return token
+        return re.split(r"[\\/]", token.rstrip("\\/"))[-1] or token
+
+    return _PATH_TOKEN.sub(shorten, text)
+
+
+def check_port_free(port: int, host: str = LOOPBACK) -> None:
+    """Raise LaunchError if a program listens on `host:port` (or it may not be used).
+
+    torchrun would fail after seconds with a long traceback; this says it at once.
+    """
+    if not _whole(port, 1, 65535):
+        raise ValueError(f"master_port must be an int from 1 to 65535 (None: a free one), not {port!r}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        if os.name != "nt":
+            # Connections of an earlier run lingering in TIME_WAIT do not count: torchrun's store
+            # reuses the address too. Only a live listener (or a forbidden port) fails to bind.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise LaunchError(
+                    f"port {port} on {host} is already in use (or not allowed): another program, or a "
+                    "run that was not shut down, holds it. Pass master_port=None to use a free port."
+                ) from None
+            raise
+
+
+def torchrun_command(
+    script: str | os.PathLike[str],
+    script_args: Sequence[str] = (),
+    *,
+    nproc_per_node: int = 1,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    master_port: int,
+    extra_args: Sequence[str] = (),
+    module: str = "torch.distributed.run",
+) -> list[str]:
+    """The full argument list to run `script` under torchrun with this Python, on loopback.
+
+    `[sys.executable, "-m", module, "--nnodes=...", "--node-rank=...", "--nproc-per-node=...",
+    "--master-addr=127.0.0.1", "--master-port=...", *extra_args, script, *script_args]`.
+    """
+    _check_arguments(script, script_args, nproc_per_node, nnodes, node_rank, extra_args, module)
+    options = [
+        f"--nnodes={nnodes}",
+        f"--node-rank={node_rank}",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--master-addr={LOOPBACK}",
+        f"--master-port={master_port}",
+        *extra_args,
+    ]
+    return [sys.executable, "-m", module, *options, os.fspath(script), *script_args]
+
+
+def run_torchrun(
+    script: str | os.PathLike[str],
+    script_args: Sequence[str] = (),
+    *,
+    nproc_per_node: int = 1,
+    master_port: int | None = None,
+    timeout: float = 60.0,
+    check: bool = True,
+    extra_args: Sequence[str] = (),
+    module: str = "torch.distributed.run",
+    env: Mapping[str, str] | None = None,
+) -> TorchrunResult:
+    """Run `torchrun --nproc-per-node=N script ...` on this machine and wait for it to finish.
+
+    The command is `sys.executable -m torch.distributed.run` (what `torchrun` runs) with
+    `--master-addr=127.0.0.1` and `master_port` (None: a free port). `module` may be
+    "torch.distributed.launch", the deprecated launcher, to see what it does. `env` adds
+    variables for the workers. With `check` (the default) a non-zero exit raises TorchrunError.
+
+    Raises:
+        TorchrunError: the command failed (check=True); it shows the tail of its stderr.
+        TorchrunTimeoutError: it did not finish within `timeout` s; every process was stopped.
+        LaunchError: `master_port` is in use.
+        ValueError, TypeError, FileNotFoundError: bad arguments.
+    """
+    nodes = _run(script, script_args, 1, nproc_per_node, master_port, timeout, check, extra_args, module, env)
+    return nodes[0]
+
+
+def run_nodes(
+    script: str | os.PathLike[str],
+    script_args: Sequence[str] = (),
+    *,
+    nnodes: int = 2,
+    nproc_per_node: int = 1,
+    master_port: int | None = None,
+    timeout: float = 60.0,
+    check: bool = True,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> list[TorchrunResult]:
+    """Run one job as `nnodes` "nodes" on this machine: one torchrun per node, all at once.
+
+    Node k runs `torchrun --nnodes=N --node-rank=k --nproc-per-node=P --master-addr=127.0.0.1
+    --master-port=PORT script ...`, the command each machine of a real cluster would run, here
+    all on loopback. Returns one result per node, in node order. If one node fails, the others
+    (which would wait for it) are stopped, and the failing node's error is raised.
+
+    Raises: as `run_torchrun`.
+    """
+    if not _whole(nnodes, 1, 8):
+        raise ValueError(f"nnodes must be a whole number from 1 to 8 on one machine, not {nnodes!r}")
+    module = "torch.distributed.run"
+    return _run(
+        script, script_args, nnodes, nproc_per_node, master_port, timeout, check, extra_args, module, env
+    )
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    """Whether `value` is an int (not a bool) from `low` to `high`."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _check_arguments(
+    script: object,
+    script_args: object,
+    nproc_per_node: object,
+    nnodes: object,
+    node_rank: object,
+    extra_args: object,
+    module: object,
+) -> None:
+    """Raise an error that says what to pass when the arguments are wrong."""
+    if not isinstance(script, str | os.PathLike):
+        raise TypeError(f"script must be the path of a .py file, not {type(script).__name__}")
+    for name, value in (("script_args", script_args), ("extra_args", extra_args)):
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            raise TypeError(f"{name} must be a list of strings, e.g. ['--epochs', '2'], not {value!r}")
+        if not all(isinstance(a, str) for a in value):
+            raise TypeError(f"{name} must hold strings only (write numbers as '2'), not {list(value)!r}")
+    if not _whole(nproc_per_node, 1, 16):
+        raise ValueError(f"nproc_per_node must be a whole number from 1 to 16, not {nproc_per_node!r}")
+    if not _whole(nnodes, 1, 10_000):
+        raise ValueError(f"nnodes must be a whole number, at least 1, not {nnodes!r}")
+    if not _whole(node_rank, 0, nnodes - 1):  # type: ignore[operator]
+        raise ValueError(f"node_rank must be in 0..{nnodes - 1}, not {node_rank!r}")
+    reserved = [a for a in extra_args if a.split("=", 1)[0] in _RESERVED]  # type: ignore[union-attr]
+    if reserved:
+        raise ValueError(
+            f"extra_args may not set {', '.join(reserved)}: the helper sets the nodes, processes, "
+            "address and port itself (use nproc_per_node=, nnodes=, master_port=)."
+        )
+    if module not in MODULES:
+        raise ValueError(f"module must be one of {', '.join(MODULES)}, not {module!r}")
+
+
+def _run(
+    script: str | os.PathLike[str],
+    script_args: Sequence[str],
+    nnodes: int,
+    nproc_per_node: int,
+    master_port: int | None,
+    timeout: float,
+    check: bool,
+    extra_args: Sequence[str],
+    module: str,
+    env: Mapping[str, str] | None,
+) -> list[TorchrunResult]:
+    """Check the arguments, start one torchrun per node, wait, stop everything, report."""
+    commands = [
+        torchrun_command(
+            script,
+            script_args,
+            nproc_per_node=nproc_per_node,
+            nnodes=nnodes,
+            node_rank=node,
+            master_port=0,  # a stand-in, to validate the arguments before choosing a port
+            extra_args=extra_args,
+            module=module,
+        )
+        for node in range(nnodes)
+    ]
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise TypeError("env must map variable names to strings")
+    if not Path(script).is_file():
+        raise FileNotFoundError(
+            f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
+        )
+    if master_port is None:
+        master_port = free_port(LOOPBACK)
+    else:
+        check_port_free(master_port)
+    commands = [[a.replace("--master-port=0", f"--master-port={master_port}") for a in c] for c in commands]
+    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
+        child_env = _child_env(env, folder)
+        returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
+    results = [
+        TorchrunResult(
+            args=tuple(c[3:]),
+            module=module,
+            master_port=master_port,
+            returncode=code,
+            stdout=out,
+            stderr=strip_paths(err),
+        )
+        for c, code, (out, err) in zip(commands, returncodes, outputs, strict=True)
+    ]
+    if timed_out is not None:
+        stuck = results[timed_out]
+        raise TorchrunTimeoutError(strip_paths(stuck.shell()), timeout, stuck.stderr)
+    if check and first_failed is not None:
+        failed = results[first_failed]
+        raise TorchrunError(strip_paths(failed.shell()), failed.returncode, failed.stderr, first_failed)
+    return results
+
+
+def _child_env(extra: Mapping[str, str] | None, folder: str) -> dict[str, str]:
+    """The environment for torchrun: this one, loopback for gloo, temporary files in `folder`."""
+    env = dict(os.environ)
+    if "GLOO_SOCKET_IFNAME" not in env:
+        interface = loopback_interface()
+        if interface:
+            env["GLOO_SOCKET_IFNAME"] = interface
+    env["TMPDIR"] = folder  # torchrun's log folder and error files, removed with `folder`
+    env.update(extra or {})
+    return env
+
+
+def _run_group(
+    commands: Sequence[Sequence[str]], env: dict[str, str], timeout: float, folder: str
+) -> tuple[list[int], list[tuple[str, str]], int | None, int | None]:
+    """Run the commands at once; return their exit codes, (stdout, stderr) pairs, the index of
+    the command still running when time ran out, and of the first one that failed (or None).
+
+    When one command fails, the others are stopped (they would wait for it for minutes).
+    Every process is stopped in any case: on success, failure, timeout, error and interrupt.
+    """
+    files: list[tuple[IO[bytes], IO[bytes]]] = []
+    processes: list[subprocess.Popen[bytes]] = []
+    known: dict[int, psutil.Process] = {}
+    timed_out: int | None = None
+    first_failed: int | None = None
+    try:
+        for node, command in enumerate(commands):
+            out = open(os.path.join(folder, f"node{node}.out"), "w+b")
+            err = open(os.path.join(folder, f"node{node}.err"), "w+b")
+            files.append((out, err))
+            processes.append(
+                subprocess.Popen(
+                    list(command),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=env,
+                    start_new_session=True,  # its own process group, so that it can be stopped whole
+                )
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            _remember_descendants(processes, known)
+            running = [n for n, p in enumerate(processes) if p.poll() is None]
+            failed = [n for n, p in enumerate(processes) if p.returncode not in (None, 0)]
+            if failed:
+                first_failed = failed[0]
+                break
+            if not running:
+                break
+            if time.monotonic() >= deadline:
+                timed_out = running[0]
+                break
+            _pause()
+    finally:
+        try:
+            _stop(processes, known)
+        except KeyboardInterrupt:  # a second Ctrl-C while stopping: no grace period, kill now
+            _stop(processes, known, grace=0.0)
+            raise
+        outputs: list[tuple[str, str]] = []
+        for out, err in files:
+            outputs.append((_read(out), _read(err)))
+            out.close()
+            err.close()
+    return [p.returncode for p in processes], outputs, timed_out, first_failed
+
+
+def _pause() -> None:
+    """Wait a moment between two looks at the running commands."""
+    time.sleep(_POLL_SECONDS)
+
+
+def _read(file: IO[bytes]) -> str:
+    """Everything written to `file`, as text."""
+    file.seek(0)
+    return file.read().decode("utf-8", errors="replace")
+
+
+def _remember_descendants(processes: Sequence[subprocess.Popen], known: dict[int, psutil.Process]) -> None:
+    """Add the live children of each command (torchrun's workers and theirs) to `known`.
+
+    Workers run in sessions of their own, and a worker whose agent died is adopted by init,
+    so they are remembered while their agent is alive, to be stopped later whatever happens.
+    """
+    for proc in processes:
+        if proc.poll() is not None:
+            continue
+        with contextlib.suppress(psutil.Error):
+            parent = psutil.Process(proc.pid)
+            known.setdefault(parent.pid, parent)
+            for child in parent.children(recursive=True):
+                known.setdefault(child.pid, child)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    """Send `sig` to the process group led by `pid`, or to `pid` alone where there are no groups."""
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+        if hasattr(os, "killpg"):
+            pgid = os.getpgid(pid)
+            if pgid != os.getpgrp():  # never our own group
+                os.killpg(pgid, sig)
+                return
+        os.kill(pid, sig)
+
+
+def _stop(
+    processes: Sequence[subprocess.Popen[bytes]],
+    known: dict[int, psutil.Process],
+    grace: float = GRACE_SECONDS,
+) -> None:
+    """Stop every command and every process it started: SIGTERM, up to `grace` s, SIGKILL.
+
+    torchrun answers SIGTERM by stopping its workers; processes that outlive it (a worker's
+    own children in sessions of their own) get SIGTERM next, and whatever remains, SIGKILL.
+    """
+    deadline = time.monotonic() + grace
+    _remember_descendants(processes, known)
+    for proc in processes:
+        if proc.poll() is None:
+            _signal_group(proc.pid, signal.SIGTERM)  # torchrun passes it on to its workers
+    for proc in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(max(0.0, deadline - time.monotonic()))
+    _remember_descendants(processes, known)
+    for child in _living(known.values()):
+        _signal_group(child.pid, signal.SIGTERM)
+    _wait_gone(known.values(), deadline)
+    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+    for proc in processes:
+        if proc.poll() is None:
+            _signal_group(proc.pid, kill)
+    for child in _living(known.values()):
+        _signal_group(child.pid, kill)
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    for proc in processes:
+        proc.wait()
+    _wait_gone(known.values(), time.monotonic() + GRACE_SECONDS)
+
+
+def _living(processes: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """The processes among `processes` that still run."""
+    return [p for p in processes if _alive(p)]
+
+
+def _wait_gone(processes: Iterable[psutil.Process], deadline: float) -> None:
+    """Wait until none of `processes` runs (a zombie counts as gone), or until `deadline`."""
+    processes = list(processes)
+    while _living(processes) and time.monotonic() < deadline:
+        time.sleep(_POLL_SECONDS)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Whether `proc` (the very process, not a later one with its pid) still runs."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

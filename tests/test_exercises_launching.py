@@ -1,0 +1,90 @@
+"""The checks of notebook 07's exercises accept right answers and explain wrong ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from course_utils.exercises.launching import check_node1_command, check_rank_and_world_size
+
+
+def test_rank_and_world_size_right():
+    result = check_rank_and_world_size(9, 12)
+    assert result.ok and str(result).startswith("Correct: ")
+
+
+@pytest.mark.parametrize(
+    ("rank", "world_size", "hint"),
+    [
+        (..., ..., "write the RANK and the WORLD_SIZE"),
+        (None, 12, "write the RANK and the WORLD_SIZE"),
+        ("9", 12, "whole numbers"),
+        (9.0, 12, "whole numbers"),
+        (True, 12, "whole numbers"),
+        (9, 4, "LOCAL_WORLD_SIZE"),
+        (9, 8, "every machine together"),
+        (1, 12, "LOCAL_RANK"),
+        (2, 12, "GROUP_RANK"),
+        (12, 12, "from 0 to WORLD_SIZE - 1"),
+        (7, 12, "Count the processes"),
+    ],
+)
+def test_rank_and_world_size_wrong(rank, world_size, hint):
+    result = check_rank_and_world_size(rank, world_size)
+    assert not result.ok and hint in str(result) and str(result).startswith("Not yet: ")
+    assert "9" not in result.message  # never the answer
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=4 "
+        "--master-addr=10.0.0.1 --master-port=29500 train.py",
+        "torchrun --nnodes 2 --node_rank 1 --nproc_per_node 4 "
+        "--master_addr 10.0.0.1 --master_port 29500 train.py",
+        "python -m torch.distributed.run --nnodes=2 --node-rank=1 --nproc-per-node=gpu "
+        "--master-addr=10.0.0.1 --master-port=29500 train.py --epochs 3",
+        "torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 "
+        "--rdzv-id=job42 train.py",
+    ],
+)
+def test_node1_command_right(command):
+    result = check_node1_command(command)
+    assert result.ok, result
+
+
+GOOD = "--nnodes=2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 --master-port=29500 train.py"
+
+
+@pytest.mark.parametrize(
+    ("command", "hint"),
+    [
+        (..., "write the command as a string"),
+        ("  ", "write the command as a string"),
+        (["torchrun"], "one string"),
+        ('torchrun "unclosed', "cannot be split"),
+        ("python train.py", "start the command with torchrun"),
+        ("python -m torch.distributed.launch " + GOOD, "deprecated"),
+        ("torchrun --nnodes=2 --bogus train.py", "torchrun would refuse it"),
+        ("torchrun --nnodes=2", "torchrun would refuse it"),
+        ("torchrun " + GOOD.replace("train.py", "main.py"), "the script to run"),
+        ("torchrun " + GOOD.replace("--nnodes=2", "--nnodes=1"), "--nnodes is the number of machines"),
+        ("torchrun " + GOOD.replace("--nproc-per-node=4", "--nproc-per-node=8"), "one per GPU"),
+        ("torchrun " + GOOD.replace("--node-rank=1", "--node-rank=0"), "--node-rank tells"),
+        ("torchrun " + GOOD.replace("--node-rank=1 ", ""), "--node-rank tells"),
+        ("torchrun " + GOOD.replace("10.0.0.1", "127.0.0.1"), "each machine itself"),
+        ("torchrun " + GOOD.replace("10.0.0.1", "10.0.0.2"), "address of node 0"),
+        ("torchrun " + GOOD.replace("29500", "29501"), "port node 0 listens on"),
+        (
+            "torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1 train.py",
+            "--rdzv-endpoint is host:port",
+        ),
+        (
+            "torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d "
+            "--rdzv-endpoint=10.0.0.1:29500 train.py",
+            "--rdzv-id",
+        ),
+    ],
+)
+def test_node1_command_wrong(command, hint):
+    result = check_node1_command(command)
+    assert not result.ok and hint in str(result) and str(result).startswith("Not yet: ")

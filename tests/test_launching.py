@@ -1,0 +1,285 @@
+"""Running torchrun from a notebook: loopback, results, clear errors, nothing left behind.
+
+Each torchrun start costs seconds on a small machine, so the tests run few of them: one job,
+one two-node job, one failure, one timeout, one interrupt. Everything else is checked without
+starting torchrun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from course_utils import launching
+from course_utils.distributed import LaunchError, loopback_interface
+from course_utils.launching import (
+    TorchrunError,
+    TorchrunResult,
+    TorchrunTimeoutError,
+    check_port_free,
+    run_nodes,
+    run_torchrun,
+    strip_paths,
+    torchrun_command,
+)
+
+REPORT = """
+import json, os, sys
+names = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_ADDR", "GLOO_SOCKET_IFNAME", "EXTRA"]
+print(json.dumps({n: os.environ.get(n) for n in names} | {"argv": sys.argv[1:]}), flush=True)
+"""
+FAILS_ON_RANK_1 = """
+import os
+if os.environ["RANK"] == "1":
+    raise ValueError("bad batch on rank 1")
+print("rank 0 is fine")
+"""
+# A worker that starts a process of its own, in a session of its own, writes its pid, and hangs.
+HANGS = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+with open(sys.argv[1] + ".part", "w") as f:
+    f.write(str(child.pid))
+os.replace(sys.argv[1] + ".part", sys.argv[1])
+time.sleep(120)
+"""
+
+
+def _our_children() -> list[psutil.Process]:
+    """Live child processes of this test process."""
+    return [c for c in psutil.Process().children(recursive=True) if _alive(c)]
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return not _alive(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    assert _our_children() == [], "a process was running before the test"
+    yield
+    assert _our_children() == [], "a run left a process behind"
+
+
+@pytest.fixture
+def script(tmp_path):
+    def write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return write
+
+
+def test_a_job_runs_on_loopback_with_this_python(script):
+    result = run_torchrun(
+        script("report.py", REPORT), ["--flag", "x y"], nproc_per_node=2, env={"EXTRA": "passed"}
+    )
+    rows = sorted(result.json_lines(), key=lambda r: r["RANK"])
+    assert [(r["RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"]) for r in rows] == [("0", "0", "2"), ("1", "1", "2")]
+    assert {r["MASTER_ADDR"] for r in rows} == {"127.0.0.1"}
+    if loopback_interface():
+        assert {r["GLOO_SOCKET_IFNAME"] for r in rows} == {loopback_interface()}
+    assert rows[0]["argv"] == ["--flag", "x y"] and rows[0]["EXTRA"] == "passed"
+    assert result.returncode == 0 and result.module == "torch.distributed.run"
+    assert result.shell().startswith(
+        "torchrun --nnodes=1 --node-rank=0 --nproc-per-node=2 --master-addr=127.0.0.1 "
+        "--master-port=$MASTER_PORT "
+    )
+    assert result.shell().endswith("report.py --flag 'x y'")
+    assert str(result.master_port) not in result.shell()
+
+
+def test_two_nodes_form_one_job_and_leave_no_files(script, tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"  # torchrun's temporary files must go, and be removed
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(launching.tempfile, "tempdir", None)  # make tempfile read TMPDIR again
+    results = run_nodes(script("report.py", REPORT), nnodes=2, nproc_per_node=1)
+    assert os.listdir(scratch) == []
+    seen = [(r["RANK"], r["GROUP_RANK"], r["WORLD_SIZE"]) for res in results for r in res.json_lines()]
+    assert seen == [("0", "0", "2"), ("1", "1", "2")]
+    assert "--node-rank=1" in results[1].shell()
+    assert results[0].master_port == results[1].master_port
+
+
+def test_a_failing_worker_gives_a_clear_error_without_paths(script, tmp_path):
+    start = time.monotonic()
+    with pytest.raises(TorchrunError) as info:
+        run_torchrun(script("fails.py", FAILS_ON_RANK_1), nproc_per_node=2, timeout=60)
+    err = info.value
+    assert time.monotonic() - start < 30
+    message = str(err)
+    assert message.startswith("`torchrun --nnodes=1 --node-rank=0 --nproc-per-node=2")
+    assert f"exited with code {err.returncode}" in message and err.returncode != 0
+    assert "ValueError: bad batch on rank 1" in message
+    assert 'File "fails.py"' in message  # the worker's frame, by file name
+    for path in (str(tmp_path), sys.prefix, str(Path.home()), "site-packages", "/tmp/"):
+        assert path not in message and path not in err.stderr
+    assert "ChildFailedError" in err.stderr and "ChildFailedError" not in message
+    assert err.node_rank == 0
+
+
+def test_a_timeout_stops_every_process(script, tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    start = time.monotonic()
+    with pytest.raises(TorchrunTimeoutError) as info:
+        run_torchrun(script("hangs.py", HANGS), [str(pid_file)], timeout=4)
+    assert time.monotonic() - start < 4 + 2 * launching.GRACE_SECONDS + 3
+    assert "still running after 4 s" in str(info.value)
+    assert "$MASTER_PORT" in info.value.command
+    if pid_file.exists():  # the worker got as far as starting its own process: it is gone too
+        assert _gone(int(pid_file.read_text()))
+
+
+def test_an_interrupt_stops_every_process(script, tmp_path, monkeypatch):
+    """Ctrl-C in the notebook (KeyboardInterrupt) while workers and their children run."""
+    pid_file = tmp_path / "grandchild.pid"
+    pause = launching._pause
+
+    def interrupt_once_started():
+        if pid_file.exists():
+            raise KeyboardInterrupt
+        pause()
+
+    monkeypatch.setattr(launching, "_pause", interrupt_once_started)
+    with pytest.raises(KeyboardInterrupt):
+        run_torchrun(script("hangs.py", HANGS), [str(pid_file)], nproc_per_node=2, timeout=60)
+    assert _gone(int(pid_file.read_text()))
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(script):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(LaunchError, match=f"port {port} on 127.0.0.1 is already in use"):
+            run_torchrun(script("report.py", REPORT), master_port=port)
+        with pytest.raises(LaunchError, match="master_port=None"):
+            check_port_free(port)
+    check_port_free(port)  # free again
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "says"),
+    [
+        ({"script": "no_such_script.py"}, FileNotFoundError, "relative to the notebook"),
+        ({"script": 42}, TypeError, "path of a .py file"),
+        ({"script_args": "--epochs 2"}, TypeError, "list of strings"),
+        ({"script_args": ["--epochs", 2]}, TypeError, "strings only"),
+        ({"nproc_per_node": 0}, ValueError, "nproc_per_node"),
+        ({"nproc_per_node": True}, ValueError, "nproc_per_node"),
+        ({"timeout": 0}, ValueError, "timeout"),
+        ({"master_port": 70000}, ValueError, "master_port"),
+        ({"extra_args": ["--master-addr=10.0.0.1"]}, ValueError, "may not set --master-addr"),
+        ({"extra_args": ["--nnodes", "2"]}, ValueError, "may not set --nnodes"),
+        ({"module": "torch.distributed.elastic"}, ValueError, "module must be one of"),
+        ({"env": {"X": 1}}, TypeError, "env must map"),
+    ],
+)
+def test_bad_arguments_say_what_to_pass(script, kwargs, error, says):
+    kwargs = {"script": script("report.py", REPORT)} | kwargs
+    with pytest.raises(error, match=says):
+        run_torchrun(**kwargs)
+
+
+def test_bad_node_counts(script):
+    with pytest.raises(ValueError, match="nnodes must be"):
+        run_nodes(script("report.py", REPORT), nnodes=0)
+    with pytest.raises(ValueError, match=r"node_rank must be in 0\.\.1"):
+        torchrun_command("x.py", nnodes=2, node_rank=2, master_port=1)
+
+
+def test_the_command_is_this_pythons_torchrun():
+    command = torchrun_command("w.py", ["--a"], nproc_per_node=2, nnodes=2, node_rank=1, master_port=1234)
+    assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert command[3:] == [
+        "--nnodes=2",
+        "--node-rank=1",
+        "--nproc-per-node=2",
+        "--master-addr=127.0.0.1",
+        "--master-port=1234",
+        "w.py",
+        "--a",
+    ]
+    legacy = torchrun_command("w.py", master_port=1, module="torch.distributed.launch")
+    assert legacy[1:3] == ["-m", "torch.distributed.launch"]
+
+
+def test_shell_line_and_json_lines():
+    result = TorchrunResult(
+        args=("--nproc-per-node=1", "--master-port=4321", "w.py", "a b"),
+        module="torch.distributed.launch",
+        master_port=4321,
+        returncode=0,
+        stdout='{"RANK": 0}\nnot json\n{broken\n{"RANK": 1}{"RANK": 2}\n\n[1]\n',  # two lines run together
+        stderr="",
+    )
+    assert (
+        result.shell()
+        == "python -m torch.distributed.launch --nproc-per-node=1 --master-port=$MASTER_PORT w.py 'a b'"
+    )
+    assert result.shell(port="29500").count("29500") == 1
+    assert result.json_lines() == [{"RANK": 0}, {"RANK": 1}, {"RANK": 2}]
+
+
+def test_strip_paths_keeps_file_names_and_urls():
+    text = (
+        'File "/home/me/.venv/lib/python3.11/site-packages/torch/x.py", line 3\n'
+        "W1122 05:15:38.959000 1 .venv/lib/python3.11/site-packages/torch/run.py:874] note\n"
+        "error_file: <N/A> see https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "binary: /opt/venv/bin/python, script workers/who_am_i.py, C:\\Users\\me\\a.py:3, ratio 1/2"
+    )
+    assert strip_paths(text) == (
+        'File "x.py", line 3\n'
+        "W1122 05:15:38.959000 1 run.py:874] note\n"
+        "error_file: <N/A> see https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "binary: python, script workers/who_am_i.py, a.py:3, ratio 1/2"
+    )
+
+
+def test_the_error_shows_the_workers_lines_not_torchruns_report():
+    stderr = textwrap.dedent(
+        """\
+        *****************************************
+        Setting OMP_NUM_THREADS environment variable for each process to be 1 in default
+        *****************************************
+        Traceback (most recent call last):
+          File "w.py", line 2, in <module>
+        KeyError: 'LOCAL_RANK'
+        E1122 05:22:31.141000 22904 api.py:1002] failed (exitcode: 1) local_rank: 0 (pid: 7)
+        Traceback (most recent call last):
+          File "run.py", line 1019, in run
+        torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+        ============================================================
+          time      : 2026-11-22_05:22:31
+        """
+    )
+    err = TorchrunError("torchrun w.py", 1, stderr)
+    assert err.worker_lines == [
+        "Traceback (most recent call last):",
+        '  File "w.py", line 2, in <module>',
+        "KeyError: 'LOCAL_RANK'",
+    ]
+    assert "pid" not in str(err) and "2026" not in str(err)
+    busy = TorchrunError("torchrun w.py", 1, "EADDRINUSE\n")
+    assert "master_port=None" in str(busy)
+    assert json.dumps(err.worker_lines)  # plain strings
