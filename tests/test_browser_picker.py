@@ -205,7 +205,7 @@ def artifact_dir(tmp_path: Path) -> Path:
     return target
 
 
-def test_picker_renders_and_reacts_in_a_real_browser(lab, browser_page, tmp_path):
+def test_picker_renders_and_reacts_in_a_real_browser(browser_page, lab, tmp_path):
     from playwright.sync_api import expect
 
     page = browser_page

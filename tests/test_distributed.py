@@ -43,26 +43,6 @@ TORCHRUN_NAMES = (
 )
 
 
-def _our_children() -> list[psutil.Process]:
-    """Child processes of this test process, except multiprocessing's own resource tracker."""
-    children = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "resource_tracker" in " ".join(child.cmdline()):
-                continue
-        except psutil.Error:
-            continue  # it is gone already
-        children.append(child)
-    return children
-
-
-@pytest.fixture(autouse=True)
-def no_process_left_behind():
-    assert _our_children() == [], "a process was running before the test"
-    yield
-    assert _our_children() == [], "launch left a process behind"
-
-
 # Workers live at module level so that the spawn test can import them by name.
 def report_env() -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in TORCHRUN_NAMES}

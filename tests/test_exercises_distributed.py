@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import psutil
 import pytest
 import torch.distributed as dist
 from torch import nn
@@ -13,24 +12,6 @@ from course_utils.exercises.distributed import (
     check_sampler_indices,
     check_unprefixed_state_dict,
 )
-
-
-def _children() -> list[psutil.Process]:
-    """Child processes, except multiprocessing's resource tracker (started once by spawn)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if "resource_tracker" not in " ".join(child.cmdline()):
-                found.append(child)
-        except psutil.Error:
-            pass  # gone already
-    return found
-
-
-@pytest.fixture(autouse=True)
-def no_process_left_behind():
-    yield
-    assert _children() == []
 
 
 def averages(model: nn.Module) -> None:

@@ -15,8 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
+from processes import is_gone
 
 from course_utils import launching
 from course_utils.distributed import LaunchError, loopback_interface
@@ -51,32 +51,6 @@ with open(sys.argv[1] + ".part", "w") as f:
 os.replace(sys.argv[1] + ".part", sys.argv[1])
 time.sleep(120)
 """
-
-
-def _our_children() -> list[psutil.Process]:
-    """Live child processes of this test process."""
-    return [c for c in psutil.Process().children(recursive=True) if _alive(c)]
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return not _alive(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        return True
-
-
-@pytest.fixture(autouse=True)
-def no_process_left_behind():
-    assert _our_children() == [], "a process was running before the test"
-    yield
-    assert _our_children() == [], "a run left a process behind"
 
 
 @pytest.fixture
@@ -147,7 +121,7 @@ def test_a_timeout_stops_every_process(script, tmp_path):
     assert "still running after 4 s" in str(info.value)
     assert "$MASTER_PORT" in info.value.command
     if pid_file.exists():  # the worker got as far as starting its own process: it is gone too
-        assert _gone(int(pid_file.read_text()))
+        assert is_gone(int(pid_file.read_text()))
 
 
 def test_an_interrupt_stops_every_process(script, tmp_path, monkeypatch):
@@ -163,7 +137,7 @@ def test_an_interrupt_stops_every_process(script, tmp_path, monkeypatch):
     monkeypatch.setattr(launching, "_pause", interrupt_once_started)
     with pytest.raises(KeyboardInterrupt):
         run_torchrun(script("hangs.py", HANGS), [str(pid_file)], nproc_per_node=2, timeout=60)
-    assert _gone(int(pid_file.read_text()))
+    assert is_gone(int(pid_file.read_text()))
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(script):

@@ -8,7 +8,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import psutil
 import pytest
 
 from course_utils.troubleshooting import ChildRun, last_error_line, run_python, scrub_paths
@@ -16,12 +15,6 @@ from course_utils.troubleshooting import ChildRun, last_error_line, run_python, 
 
 def notebook_function() -> None:
     """Stands in for a function defined in a notebook; pickled under a __main__ reference below."""
-
-
-@pytest.fixture(autouse=True)
-def no_process_left_behind():
-    yield
-    assert psutil.Process().children(recursive=True) == []
 
 
 def test_a_child_that_succeeds_gives_its_stdout_and_no_error():
