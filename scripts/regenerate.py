@@ -81,7 +81,7 @@ def regenerate(path: Path) -> float:
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     start = time.perf_counter()
-    client.execute()
+    client.execute(cleanup_kc=True)  # shut the kernel down: nbclient keeps a km it was given alive
     elapsed = time.perf_counter() - start
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("widgets", None)
