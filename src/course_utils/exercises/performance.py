@@ -1,0 +1,188 @@
+"""Self-checks for notebook 08 (measuring DP and DDP): throughput arithmetic and correct timing code.
+
+The numbers here are fixed example numbers, not measurements, so the checks give the same
+verdict on every machine. Each check says what is wrong with an answer, never the answer.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+
+from course_utils.exercises import CheckResult, failed, passed
+
+# Exercise 1: a DDP job of 4 processes, 32 samples per process per step. Each rank timed 8
+# steps after 2 warm-up steps; the lists hold all 10 step times in seconds (example numbers).
+PER_RANK_BATCH = 32
+WARMUP_STEPS = 2
+EXAMPLE_STEP_TIMES = {
+    0: [0.910, 0.130, 0.050, 0.052, 0.049, 0.051, 0.050, 0.120, 0.050, 0.051],
+    1: [0.905, 0.128, 0.050, 0.051, 0.050, 0.052, 0.049, 0.118, 0.051, 0.050],
+    2: [0.930, 0.140, 0.060, 0.062, 0.064, 0.066, 0.068, 0.120, 0.061, 0.063],
+    3: [0.920, 0.133, 0.051, 0.050, 0.052, 0.050, 0.051, 0.119, 0.050, 0.052],
+}
+
+# Exercise 2: which snippets time `model(x)` on a GPU correctly?
+TIMING_SNIPPETS = {
+    "A": """start = time.time()
+y = model(x)
+print(time.time() - start)""",
+    "B": """for _ in range(5):
+    model(x)  # warm-up
+start = time.perf_counter()
+for _ in range(50):
+    model(x)
+print((time.perf_counter() - start) / 50)""",
+    "C": """for _ in range(5):
+    model(x)  # warm-up
+times = []
+for _ in range(50):
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    model(x)
+    torch.cuda.synchronize()
+    times.append(time.perf_counter() - start)
+print(statistics.median(times))""",
+    "D": """timer = torch.utils.benchmark.Timer("model(x)", globals={"model": model, "x": x})
+print(timer.blocked_autorange(min_run_time=0.2).median)""",
+    "E": """torch.cuda.synchronize()
+start = time.perf_counter()
+for _ in range(50):
+    model(x)
+elapsed = time.perf_counter() - start
+torch.cuda.synchronize()
+print(elapsed / 50)""",
+}
+_CORRECT_SNIPPETS = frozenset({"C", "D"})
+_FLAWS = {
+    "A": "one of your choices times a single, cold call and reads the clock before the GPU has finished",
+    "B": "one of your choices never waits for the GPU, so it measures how fast Python queues the work",
+    "E": "one of your choices waits for the GPU only after it has read the clock",
+}
+
+
+def _job_step_time(step_times: dict[int, list[float]], warmup: int) -> float:
+    """The job's step time: the slowest rank's median over its timed steps."""
+    return max(statistics.median(times[warmup:]) for times in step_times.values())
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=0.005)
+
+
+def check_samples_per_second(answer: object) -> CheckResult:
+    """Check the job's throughput, in samples per second, computed from `EXAMPLE_STEP_TIMES`."""
+    if answer is None or answer is ...:
+        return failed("compute the job's samples per second from EXAMPLE_STEP_TIMES and assign the number")
+    if not _is_number(answer):
+        return failed(f"the answer should be a number of samples per second, not {type(answer).__name__}")
+    answer = float(answer)
+    world = len(EXAMPLE_STEP_TIMES)
+    truth = world * PER_RANK_BATCH / _job_step_time(EXAMPLE_STEP_TIMES, WARMUP_STEPS)
+    if _close(answer, truth):
+        return passed(
+            f"about {truth:.0f} samples/s: {world} x {PER_RANK_BATCH} samples per step, divided by the "
+            "median step time of the slowest rank, warm-up left out"
+        )
+    if _close(answer, truth / world):
+        return failed(
+            "that is the throughput of one process: every step of the job processes the batches of all ranks"
+        )
+    if _close(answer, 1 / _job_step_time(EXAMPLE_STEP_TIMES, WARMUP_STEPS)):
+        return failed("that is steps per second; multiply by the samples one step of the job processes")
+    with_warmup = world * PER_RANK_BATCH / _job_step_time(EXAMPLE_STEP_TIMES, 0)
+    mean_with_warmup = world * PER_RANK_BATCH / max(statistics.mean(t) for t in EXAMPLE_STEP_TIMES.values())
+    if _close(answer, with_warmup) or _close(answer, mean_with_warmup):
+        return failed(f"the first {WARMUP_STEPS} steps of every rank are warm-up: leave them out")
+    mean_timed = (
+        world * PER_RANK_BATCH / max(statistics.mean(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values())
+    )
+    if _close(answer, mean_timed):
+        return failed("the mean is pulled by the slow outlier in every rank's list; use the median")
+    fastest = (
+        world * PER_RANK_BATCH / min(statistics.median(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values())
+    )
+    if _close(answer, fastest):
+        return failed(
+            "the ranks wait for each other in the gradient all-reduce, so a step of the job takes as "
+            "long as on the slowest rank, not the fastest"
+        )
+    return failed(
+        "not the job's throughput: samples per step of the whole job, divided by a typical (median) "
+        "step time of the slowest rank, warm-up steps left out"
+    )
+
+
+def check_correct_snippets(answer: object) -> CheckResult:
+    """Check the set of letters of `TIMING_SNIPPETS` that time `model(x)` on a GPU correctly."""
+    if answer is None or answer is ...:
+        return failed('write the letters of the correct snippets as a set of strings, e.g. {"A"}')
+    if isinstance(answer, str):
+        answer = {answer} if len(answer) == 1 else set(answer.replace(",", " ").split())
+    if not isinstance(answer, Iterable):
+        return failed('the answer should be a set of letters such as {"A", "B"}')
+    chosen = {str(letter).strip().upper() for letter in answer}
+    unknown = sorted(chosen - set(TIMING_SNIPPETS))
+    if unknown:
+        return failed(f"there are only snippets {', '.join(TIMING_SNIPPETS)}; remove {unknown}")
+    if chosen == _CORRECT_SNIPPETS:
+        return passed(
+            "both wait for the GPU before every clock reading (torch.utils.benchmark's timer "
+            "synchronises for you), leave out warm-up runs and report a median over many runs"
+        )
+    hints = [_FLAWS[letter] for letter in sorted(chosen - _CORRECT_SNIPPETS)]
+    missed = len(_CORRECT_SNIPPETS - chosen)
+    if missed:
+        hints.append(
+            f"you left out {missed} snippet(s) that measure correctly (what does torch.utils.benchmark's "
+            "timer do before it reads the clock?)"
+        )
+    return failed("; ".join(hints))
+
+
+def check_median_and_iqr(fn: object) -> CheckResult:
+    """Check `fn(times, warmup)`: the median and IQR of `times` without the first `warmup` entries."""
+    if fn is None or fn is ...:
+        return failed("write summarize(times, warmup) and pass the function itself (no call)")
+    if not callable(fn):
+        return failed(f"pass the function itself, not {type(fn).__name__}")
+    cases = [([0.9, 0.2, 0.1, 0.4, 0.3], 1), ([5.0, 1.0, 2.0, 3.0, 4.0, 100.0], 1), ([2.0, 4.0, 6.0, 8.0], 0)]
+    for times, warmup in cases:
+        try:
+            result = fn(list(times), warmup)
+        except Exception as err:
+            return failed(f"summarize({times}, {warmup}) raised {type(err).__name__}: {err}")
+        if not isinstance(result, tuple) or len(result) != 2 or not all(_is_number(v) for v in result):
+            return failed(f"summarize({times}, {warmup}) returned {result!r}; return a tuple (median, iqr)")
+        kept = times[warmup:]
+        q1, median, q3 = statistics.quantiles(kept, n=4, method="inclusive")
+        got_median, got_iqr = result
+        if not math.isclose(got_median, median, rel_tol=1e-9):
+            if math.isclose(got_median, statistics.median(times), rel_tol=1e-9) and warmup:
+                return failed(f"summarize({times}, {warmup}): the median includes the warm-up entries")
+            if math.isclose(got_median, statistics.mean(kept), rel_tol=1e-9):
+                return failed(f"summarize({times}, {warmup}): that is the mean, not the median")
+            return failed(f"summarize({times}, {warmup}): the median is not right")
+        if not math.isclose(got_iqr, q3 - q1, rel_tol=1e-9):
+            return failed(
+                f"summarize({times}, {warmup}): the IQR is not right; it is the 75th minus the 25th "
+                "percentile with linear interpolation, as torch.utils.benchmark and numpy compute it "
+                "(statistics.quantiles has a `method` argument)"
+            )
+    return passed("median and IQR without the warm-up entries, as torch.utils.benchmark reports them")
+
+
+__all__ = [
+    "EXAMPLE_STEP_TIMES",
+    "PER_RANK_BATCH",
+    "TIMING_SNIPPETS",
+    "WARMUP_STEPS",
+    "check_correct_snippets",
+    "check_median_and_iqr",
+    "check_samples_per_second",
+]

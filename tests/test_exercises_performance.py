@@ -1,0 +1,114 @@
+"""The self-checks of notebook 08 accept right answers and reject wrong ones without giving them away."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from course_utils.exercises import CheckResult
+from course_utils.exercises.performance import (
+    EXAMPLE_STEP_TIMES,
+    PER_RANK_BATCH,
+    TIMING_SNIPPETS,
+    WARMUP_STEPS,
+    check_correct_snippets,
+    check_median_and_iqr,
+    check_samples_per_second,
+)
+
+WORLD = len(EXAMPLE_STEP_TIMES)
+SLOWEST = max(statistics.median(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values())
+TRUTH = WORLD * PER_RANK_BATCH / SLOWEST
+
+
+def not_yet(result: CheckResult) -> str:
+    assert isinstance(result, CheckResult)
+    assert not result and str(result).startswith("Not yet: ")
+    return str(result)
+
+
+def test_samples_per_second_accepts_the_right_number():
+    assert check_samples_per_second(TRUTH)
+    assert check_samples_per_second(round(TRUTH))
+    assert str(check_samples_per_second(TRUTH)).startswith("Correct: ")
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (None, "compute the job's"),
+        ("2000", "should be a number"),
+        (True, "should be a number"),
+        (TRUTH / WORLD, "throughput of one process"),
+        (1 / SLOWEST, "steps per second"),
+        (WORLD * PER_RANK_BATCH / max(statistics.median(t) for t in EXAMPLE_STEP_TIMES.values()), "warm-up"),
+        (
+            WORLD
+            * PER_RANK_BATCH
+            / max(statistics.mean(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values()),
+            "median",
+        ),
+        (
+            WORLD
+            * PER_RANK_BATCH
+            / min(statistics.median(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values()),
+            "slowest",
+        ),
+        (12345.0, "not the job's throughput"),
+    ],
+)
+def test_samples_per_second_rejects_with_a_hint_not_the_answer(answer, hint):
+    message = not_yet(check_samples_per_second(answer))
+    assert hint in message
+    assert f"{TRUTH:.0f}" not in message
+
+
+def test_snippets_accepts_the_correct_pair_in_any_form():
+    assert set(TIMING_SNIPPETS) == {"A", "B", "C", "D", "E"}
+    for answer in ({"C", "D"}, ["d", "c"], "C, D", ("C", "D")):
+        assert check_correct_snippets(answer), answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (None, "write the letters"),
+        (42, "set of letters"),
+        ({"C", "Z"}, "remove ['Z']"),
+        ({"C"}, "left out 1"),
+        ({"A", "C", "D"}, "single, cold call"),
+        ({"B", "C", "D"}, "never waits for the GPU"),
+        ({"C", "D", "E"}, "after it has read the clock"),
+        (set(), "left out 2"),
+    ],
+)
+def test_snippets_rejects_with_a_hint(answer, hint):
+    message = not_yet(check_correct_snippets(answer))
+    assert hint in message
+    assert "C and D" not in message and "{'C', 'D'}" not in message
+
+
+def right_summarize(times, warmup):
+    q1, q2, q3 = statistics.quantiles(times[warmup:], n=4, method="inclusive")
+    return q2, q3 - q1
+
+
+def test_median_and_iqr_accepts_a_right_function():
+    assert check_median_and_iqr(right_summarize)
+
+
+@pytest.mark.parametrize(
+    ("fn", "hint"),
+    [
+        (None, "write summarize"),
+        (3, "pass the function itself"),
+        (lambda t, w: 1 / 0, "ZeroDivisionError"),
+        (lambda t, w: None, "return a tuple"),
+        (lambda t, w: right_summarize(t, 0), "includes the warm-up"),
+        (lambda t, w: (statistics.mean(t[w:]), right_summarize(t, w)[1]), "that is the mean"),
+        (lambda t, w: (statistics.median(t[w:]), max(t[w:]) - min(t[w:])), "the IQR is not right"),
+    ],
+)
+def test_median_and_iqr_rejects_with_a_hint(fn, hint):
+    assert hint in not_yet(check_median_and_iqr(fn))
