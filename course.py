@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -45,7 +46,14 @@ def ensure_environment() -> Path:
         sys.exit(f"The course needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
     if not venv_python().exists():
         print(f"Creating the virtual environment {VENV.name}/ ...", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except (OSError, subprocess.CalledProcessError) as err:
+            shutil.rmtree(VENV, ignore_errors=True)  # a half-made .venv would fail every later run
+            sys.exit(
+                f"Creating {VENV.name}/ failed ({err}). Python's venv module with pip is needed: on "
+                "Debian or Ubuntu install it with `sudo apt install python3-venv`, then run this again."
+            )
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not STAMP.exists() or STAMP.read_text().strip() != wanted:
         status = run([venv_python(), "-m", "pip", "install", "--quiet", "-e", ".[test]"])
@@ -72,6 +80,8 @@ def main(argv: list[str]) -> int:
                 print("ruff found problems (above); `ruff check --fix . && ruff format .` fixes most.")
                 return status
         return run([python, "-m", "pytest", *rest])
+    # The scripts run from the course root: a notebook path given from elsewhere is made absolute.
+    rest = [str(Path(arg).resolve()) if Path(arg).is_file() else arg for arg in rest]
     if command == "regenerate":
         return run([python, "scripts/regenerate.py", *rest])
     return run([python, "scripts/benchmark.py", *rest])

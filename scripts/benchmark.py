@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
+from notebook_args import ROOT, notebooks_from_args
 from notebook_spans import SPANS_ENV
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_BUDGET_S = 20.0
 SUITE_BUDGET_S = 90.0
 MEMORY_BUDGET_MIB = 1536.0
@@ -121,10 +121,9 @@ def budget_report(
 
 def main(argv: list[str]) -> int:
     """Measure the notebooks, print a table and return 1 if a budget is exceeded."""
-    notebooks = [Path(a).resolve() for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    missing = [str(nb) for nb in notebooks if not nb.is_file()]
+    notebooks, missing = notebooks_from_args(argv)
     if missing:
-        print(f"No such notebook: {', '.join(missing)}; pass paths such as notebooks/05_data_parallel.ipynb")
+        print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")
         return 2
     print(f"Running {len(notebooks)} notebook(s) in one nbval process ...", flush=True)
     suite_s, status, spans, samples = run_suite(notebooks)

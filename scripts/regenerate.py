@@ -23,9 +23,8 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "notebooks"
 KERNEL_NAME = "course-current-env"
 MARKER_TAGS = {"NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "NBVAL_SKIP": "nbval-skip"}
 
@@ -92,10 +91,9 @@ def regenerate(path: Path) -> float:
 
 def main(argv: list[str]) -> int:
     """Regenerate the notebooks named in argv (default: all) and report each one."""
-    paths = [Path(a).resolve() for a in argv] or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    missing = [p for p in paths if not p.is_file()]
+    paths, missing = notebooks_from_args(argv)
     if missing:
-        print("No such notebook: " + ", ".join(str(p) for p in missing))
+        print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")
         return 2
     for path in paths:
         try:

@@ -1,0 +1,28 @@
+"""Which notebooks the arguments of `course.py regenerate` and `course.py bench` name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """The notebooks named by `args` (all of the course's when empty) and the arguments that name none.
+
+    An argument is a path (relative to the course root, where `course.py` runs the scripts) or
+    the bare name of a notebook in `notebooks/`, such as `05_data_parallel.ipynb`.
+    """
+    if not args:
+        return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), []
+    found, missing = [], []
+    for arg in args:
+        candidates = [Path(arg), ROOT / arg, NOTEBOOKS / arg]
+        path = next((c.resolve() for c in candidates if c.suffix == ".ipynb" and c.is_file()), None)
+        if path is None:
+            missing.append(arg)
+        else:
+            found.append(path)
+    return found, missing
