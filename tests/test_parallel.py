@@ -6,6 +6,8 @@ import contextlib
 import copy
 import io
 import math
+import sys
+import warnings
 from collections import namedtuple
 
 import pytest
@@ -230,14 +232,16 @@ def test_seed_003_eight_gpus_same_replicas_in_device_order():
 class ChunkScatter:
     """Stand-in for torch's `Scatter` autograd function with the rule of `torch::cuda::scatter`.
 
-    comm.cpp: `chunks = tensor.chunk(devices.size(), dim)`, each made contiguous and copied to
-    its GPU. Patched into `scatter_gather`, it lets torch's own `scatter_kwargs` run on a CPU.
+    comm.cpp: `chunks = tensor.chunk(devices.size(), dim)`; a piece meant for another GPU is
+    copied there, one for the input's own GPU stays a view. Here every piece stays a view on
+    the CPU, which has the same values. Patched into `scatter_gather`, it lets torch's own
+    `scatter_kwargs` run on a CPU.
     """
 
     @staticmethod
     def apply(target_gpus, chunk_sizes, dim, tensor):
         assert chunk_sizes is None
-        return tuple(piece.contiguous() for piece in tensor.chunk(len(target_gpus), dim))
+        return tensor.chunk(len(target_gpus), dim)
 
 
 class CatGather:
@@ -313,7 +317,10 @@ def test_scatter_along_another_dim_matches_torch(torch_reference, dim):
     actual = simulated_scatter_kwargs(inputs, kwargs, 3, dim)
     assert_same(actual, expected)
     pieces = [args[0] for args in actual[0] if args]  # padded replicas get ()
-    assert pieces and all(piece.is_contiguous() for piece in pieces)
+    # the simulation hands out views of the input (no copies, the same values)
+    storage = inputs[0].untyped_storage().data_ptr()
+    assert pieces and all(piece.untyped_storage().data_ptr() == storage for piece in pieces)
+    torch.testing.assert_close(torch.cat(pieces, dim), inputs[0])
 
 
 def test_scatter_of_a_single_tensor_is_a_tuple_like_torch(torch_reference):
@@ -464,6 +471,33 @@ def test_number_outputs_fail_to_gather_as_in_torch(torch_reference):
         simulated_gather([4, 4, 2], 0)
 
 
+class KeywordOnly(nn.Module):
+    """A module that records the rows of the tensor it gets as the keyword argument `x`."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = []
+
+    def forward(self, *args, x=None):
+        self.rows.append(x.shape[0])
+        return x
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        (lambda dp: dp(x=torch.randn(10, 5)), [4, 4, 2]),  # keyword only: the inputs are padded with ()
+        (lambda dp: dp(2.0, x=torch.randn(7, 5)), [3, 3, 1]),  # the positional argument is no tensor
+    ],
+)
+def test_last_replica_sizes_counts_keyword_tensors_too(call, expected):
+    module = KeywordOnly()
+    dp = simulated_data_parallel(module, 3)
+    call(dp)
+    assert module.rows == expected  # what the replicas really got...
+    assert dp.last_replica_sizes == expected  # ...is what the wrapper records
+
+
 def test_mismatched_kwargs_raise_a_clear_error():
     with pytest.raises(ValueError, match="same batch size"):
         simulated_data_parallel(Takes(), 3)(x(30), x(30), mask=x(2, 3))
@@ -520,6 +554,30 @@ def test_it_says_it_is_a_simulation():
         assert "SIMULATION" in fn.__doc__
 
 
+# nn.DataParallel.__init__ warns ("There is an imbalance between your GPUs", from `_check_balance`)
+# on a machine whose GPUs differ by more than 25% in memory or cores. That says something about
+# the machine, not about this code, and pytest's filterwarnings=error would turn it into a failure.
+GPU_IMBALANCE = r"ignore:\s*There is an imbalance between your GPUs:UserWarning"
+
+
+def test_the_imbalance_filter_matches_torchs_warning(monkeypatch):
+    """Two fake GPUs, one with half the memory: torch's own check warns, and GPU_IMBALANCE silences it."""
+    data_parallel_module = sys.modules["torch.nn.parallel.data_parallel"]
+    Props = namedtuple("Props", "total_memory multi_processor_count")
+    fake = {0: Props(80 * 2**30, 132), 1: Props(40 * 2**30, 132)}
+    monkeypatch.setattr(data_parallel_module, "_get_device_index", lambda device, optional=False: device)
+    monkeypatch.setattr(data_parallel_module, "_get_devices_properties", lambda ids: [fake[i] for i in ids])
+    with pytest.warns(UserWarning, match="less than 75% of the memory or cores of GPU 0"):
+        data_parallel_module._check_balance([0, 1])
+    action, message, category = GPU_IMBALANCE.split(":")
+    assert (action, category) == ("ignore", "UserWarning")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings(action, message, UserWarning)
+        data_parallel_module._check_balance([0, 1])  # silenced: no error
+
+
+@pytest.mark.filterwarnings(GPU_IMBALANCE)
 def test_state_dict_keys_match_dataparallel():
     model = nn.Linear(5, 2)
     assert list(simulated_data_parallel(model, 2).state_dict()) == list(nn.DataParallel(model).state_dict())

@@ -4,21 +4,38 @@
 `torch/nn/parallel/data_parallel.py`):
 
 1. **scatter**: `scatter_kwargs` cuts every tensor argument with `tensor.chunk(len(device_ids), dim)`
-   (in C++, `torch::cuda::scatter`) and copies the pieces to the GPUs; other objects are
-   replicated, tuples, lists and dicts are walked into; inputs and kwargs are padded to the
-   same count. `chunk` makes every piece `ceil(B / N)` rows except the last, so a small
-   batch gives *fewer* pieces than GPUs (batch 10 on 8 GPUs: 5 pieces of 2).
+   (in C++, `torch::cuda::scatter`) and copies the pieces that belong on another GPU there;
+   other objects are handed to every device, tuples, lists and dicts are walked into.
+   `chunk` makes every piece `ceil(B / N)` rows except the last, so a small batch gives
+   *fewer* pieces than GPUs (batch 10 on 8 GPUs: 5 pieces of 2). Then the shorter of the
+   two lists (positional pieces, keyword pieces) is padded with `()` or `{}`, with a quirk:
+   the keyword list is padded only when it is shorter than the number of positional
+   *arguments* (not pieces), so the two counts can stay unequal, and then `parallel_apply`
+   refuses the call.
 2. **replicate**: one copy of the module per piece, made again on every call; the copy on
    `device_ids[0]` shares storage with the module, the others are copies wired into autograd
    so that their gradients are summed back into the module.
 3. **parallel_apply**: each replica runs its piece, one Python *thread* per GPU.
 4. **gather**: the outputs are concatenated along `dim` on `output_device` (default: GPU 0).
 
-The functions here do exactly the same on one device (normally the CPU), with the one
-difference that is the point of the simulation: the replicas run one after another, in
-device order, instead of in threads on separate GPUs. The split, the number of replicas, the
-values, the gradients and the errors are those of `nn.DataParallel`. Everything here calls
-itself a simulation where it shows (class name, `repr`, docs), because it is one.
+The functions here do the same on one device (normally the CPU), with the one difference
+that is the point of the simulation: the replicas run one after another, in device order,
+instead of in threads on separate GPUs. The split, the number of replicas, the values and
+the gradients are those of `nn.DataParallel`. The errors are not always the same:
+
+- An exception raised inside a replica is raised as it is, with a note naming the simulated
+  replica. Real DataParallel catches it in the replica's thread and, after all threads are
+  joined, raises a new exception of the same type (a `RuntimeError` when that type cannot
+  be made from one message) whose message reads "Caught ValueError in replica 4 on device 4."
+  followed by "Original Traceback (most recent call last):" and the replica's traceback.
+- Positional and keyword pieces whose counts differ raise a `ValueError` here that says
+  what to change; in torch, `parallel_apply` raises an `AssertionError`.
+- An empty batch and a 0-dimensional tensor argument are refused here with a `ValueError`
+  that says what to do. DataParallel runs every replica on an empty piece, and fails on a
+  0-dimensional tensor inside `chunk` with a `RuntimeError`.
+
+Everything here calls itself a simulation where it shows (class name, `repr`, docs),
+because it is one.
 """
 
 from __future__ import annotations
@@ -26,6 +43,7 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import zip_longest
 from typing import Any
 
 import torch
@@ -87,7 +105,11 @@ def replica_sizes(batch_size: int, num_devices: int) -> list[int]:
 
 
 def _chunk(tensor: torch.Tensor, num_devices: int, dim: int) -> tuple[torch.Tensor, ...]:
-    """Split one tensor exactly as `torch::cuda::scatter` does: `chunk(num_devices, dim)`, contiguous."""
+    """Split one tensor with the rule of `torch::cuda::scatter`, `chunk(num_devices, dim)`.
+
+    The pieces are views of `tensor` (`torch::cuda::scatter` also leaves the piece that stays
+    on the input's GPU a view, and copies the others to their GPUs); the values are the same.
+    """
     if tensor.dim() == 0:
         raise ValueError(
             "DataParallel scatters every tensor argument along dim, and a 0-dimensional tensor "
@@ -106,7 +128,7 @@ def _chunk(tensor: torch.Tensor, num_devices: int, dim: int) -> tuple[torch.Tens
             "nothing to split. Skip empty batches before the forward call (nn.DataParallel would "
             "run every replica on an empty piece)"
         )
-    return tuple(piece.contiguous() for piece in tensor.chunk(num_devices, dim))
+    return tensor.chunk(num_devices, dim)
 
 
 def _is_namedtuple(obj: object) -> bool:
@@ -115,7 +137,7 @@ def _is_namedtuple(obj: object) -> bool:
 
 
 def simulated_scatter(inputs: Any, num_devices: int, dim: int = 0) -> Any:
-    """SIMULATION of `torch.nn.parallel.scatter`: the same pieces, left on the tensors' device.
+    """SIMULATION of `torch.nn.parallel.scatter`: the same pieces, as views on the tensors' device.
 
     Tensors are chunked along `dim`; tuples, lists, dicts and namedtuples are walked into
     and zipped, so the shortest chunking decides how many replicas there are; any other
@@ -334,8 +356,8 @@ class SimulatedDataParallel(nn.Module):
         if not scattered and not module_kwargs:
             scattered, module_kwargs = ((),), ({},)
         self.last_replica_sizes = []
-        for args in scattered:
-            tensor = _first_tensor(args)
+        for args, kw in zip_longest(scattered, module_kwargs, fillvalue=()):
+            tensor = _first_tensor((args, kw))  # a keyword-only call has its tensors in kw, args is ()
             self.last_replica_sizes.append(0 if tensor is None else tensor.shape[self.dim])
         if self.num_devices == 1:
             return self.module(*scattered[0], **module_kwargs[0])
