@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from course_utils import checkpoints
 from course_utils.checkpoints import save_untrusted_example, save_with_location, storage_locations
 
 
@@ -34,6 +35,52 @@ def test_save_with_location_tags_every_storage(tmp_path, state):
 def test_a_device_without_index_is_tagged_with_index_zero(tmp_path, state):
     save_with_location(state, tmp_path / "gpu.pt", "cuda")
     assert storage_locations(tmp_path / "gpu.pt") == ["cuda:0", "cuda:0"]
+
+
+@pytest.mark.parametrize(
+    ("location", "tag"),
+    [
+        ("cpu", "cpu"),
+        ("cpu:0", "cpu"),
+        ("mps", "mps"),
+        ("mps:0", "mps"),
+        ("meta", "meta"),
+        ("meta:0", "meta"),
+    ],
+)
+def test_cpu_mps_and_meta_are_tagged_without_an_index_as_torch_save_does(tmp_path, state, location, tag):
+    """torch.save's own taggers (`_cpu_tag`, `_mps_tag`, `_meta_tag`) write bare device names."""
+    path = save_with_location(state, tmp_path / "x.pt", location)
+    assert storage_locations(path) == [tag, tag]
+
+
+def test_tags_are_torch_saves_own_tags_for_real_storages(tmp_path):
+    """torch.save tags each storage with `torch.serialization.location_tag(storage)`."""
+    for location in ("cpu", "cpu:0", "meta", "meta:0"):
+        real = torch.ones(2, device=location).untyped_storage()
+        save_with_location({"w": torch.ones(2)}, tmp_path / "retagged.pt", location)
+        assert storage_locations(tmp_path / "retagged.pt") == [torch.serialization.location_tag(real)]
+
+
+def test_files_tagged_cpu_and_meta_load_where_torch_puts_them(tmp_path, state):
+    """A tag torch.save never writes ('cpu:0') would make torch.load fail to restore the storage."""
+    loaded = torch.load(save_with_location(state, tmp_path / "cpu.pt", "cpu:0"))
+    assert all(torch.equal(loaded[k], state[k]) for k in state)
+    loaded = torch.load(save_with_location(state, tmp_path / "meta.pt", "meta:0"))
+    assert {str(v.device) for v in loaded.values()} == {"meta"}
+
+
+def test_save_with_location_rejects_devices_torch_save_cannot_tag(tmp_path, state):
+    with pytest.raises(ValueError, match=r"cannot record a location for xla devices.*such as 'cuda:0'"):
+        save_with_location(state, tmp_path / "x.pt", "xla:0")
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_save_with_location_checks_the_tags_it_wrote(tmp_path, state, monkeypatch):
+    monkeypatch.setattr(checkpoints, "_retagging_pickle_module", lambda location: pickle)
+    with pytest.raises(RuntimeError, match=r"recorded \['cpu'\] instead of 'cuda:0'"):
+        save_with_location(state, tmp_path / "x.pt")
+    assert not (tmp_path / "x.pt").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the error is what a machine without CUDA raises")
@@ -65,8 +112,14 @@ def test_storage_locations_says_what_is_wrong(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a folder"):
         storage_locations(tmp_path)
     (tmp_path / "notes.txt").write_text("not a checkpoint")
-    with pytest.raises(ValueError, match=r"notes\.txt is not a PyTorch checkpoint"):
+    with pytest.raises(ValueError, match=r"notes\.txt is not a zip-format PyTorch checkpoint.*nor a legacy"):
         storage_locations(tmp_path / "notes.txt")
+    torch.save({"w": torch.ones(2)}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
+    with pytest.raises(ValueError, match=r"old\.pt is a legacy PyTorch checkpoint.*load it with torch\.load"):
+        storage_locations(tmp_path / "old.pt")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="nor a legacy one"):
+        storage_locations(tmp_path / "empty.pt")
     with zipfile.ZipFile(tmp_path / "other.zip", "w") as archive:
         archive.writestr("other/readme.txt", "hello")
     with pytest.raises(ValueError, match="zip archive but not a PyTorch checkpoint"):

@@ -7,7 +7,13 @@ import torch
 from torch import nn
 
 from course_utils import devices
-from course_utils.devices import best_device, module_devices, run_python_without_gpus, use_pin_memory
+from course_utils.devices import (
+    aten_ops,
+    best_device,
+    module_devices,
+    run_python_without_gpus,
+    use_pin_memory,
+)
 
 
 def test_best_device_follows_torch_accelerator():
@@ -73,3 +79,19 @@ def test_pin_memory_only_for_accelerators_that_support_it(monkeypatch):
     assert use_pin_memory(torch.device("xpu", 0)) is True
     monkeypatch.setattr(devices.torch.accelerator, "is_available", lambda: False)
     assert use_pin_memory("cuda") is False
+
+
+def test_aten_ops_shows_a_copy_and_its_absence():
+    assert aten_ops(lambda: torch.zeros(2, device="meta")) == ["aten.zeros"]
+    assert aten_ops(lambda: torch.zeros(2).to("meta")) == ["aten.zeros", "aten._to_copy"]
+    t = torch.ones(2)
+    assert aten_ops(lambda: t.to("cpu")) == []  # already there: nothing runs
+    pixels = torch.zeros(2, dtype=torch.uint8)
+    assert aten_ops(lambda: pixels.float().to("meta")) == ["aten._to_copy", "aten._to_copy"]
+    assert aten_ops(lambda: pixels.to("meta", torch.float32)) == ["aten._to_copy"]
+
+
+def test_aten_ops_returns_what_ran_and_needs_a_function():
+    assert aten_ops(lambda: torch.ones(3) * 2) == ["aten.ones", "aten.mul"]
+    with pytest.raises(TypeError, match="needs a function to call"):
+        aten_ops(torch.zeros(2))

@@ -112,3 +112,43 @@ def test_load_gpu_checkpoint():
     assert not result and "Unexpected key(s)" in result.message
     result = models.check_load_gpu_checkpoint(loads_nothing)
     assert not result and "does not hold the saved weights" in result.message
+
+
+# ---- hints when the reader's function raises -------------------------------------------------
+
+
+def test_errors_come_with_a_hint_not_only_the_message():
+    def raises_value_error(*args):
+        raise ValueError("boom")
+
+    result = tensors.check_add_on_device_of(raises_value_error)
+    assert (
+        not result and "ValueError: boom" in result.message and "names the call that failed" in result.message
+    )
+
+    def type_error_on_meta(t):
+        if t.device.type == "meta":
+            raise TypeError("unsupported")
+        return t.detach().cpu().numpy()
+
+    result = tensors.check_to_numpy(type_error_on_meta)
+    assert not result and "should move it before anything reads them" in result.message
+    result = models.check_prepare_batch(lambda x, y, d: (x.to(d, torch.float32), y.to(d, torch.long).view(4)))
+    assert not result and "any batch size" in result.message
+    result = models.check_model_and_optimizer(raises_value_error)
+    assert not result and "ValueError: boom" in result.message and "no values" in result.message
+    result = models.check_load_gpu_checkpoint(raises_value_error)
+    assert not result and "ValueError: boom" in result.message and "which step failed" in result.message
+
+
+def test_load_hints_point_at_the_cause_without_the_fix():
+    def keeps_prefix(model, path):
+        model.load_state_dict(torch.load(path, map_location="cpu"))
+
+    result = models.check_load_gpu_checkpoint(keeps_prefix)
+    assert not result and "Unexpected key(s)" in result.message and "`module.` prefix" in result.message
+    assert "consume_prefix" not in result.message
+    if not torch.cuda.is_available():
+        result = models.check_load_gpu_checkpoint(lambda model, path: model.load_state_dict(torch.load(path)))
+        assert not result and "saved on a GPU" in result.message
+        assert "map_location=" not in result.message.split("Attempting")[0]

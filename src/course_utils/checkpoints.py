@@ -54,26 +54,55 @@ def _retagging_pickle_module(location: str) -> types.ModuleType:
     return module
 
 
+def _torch_location_tag(device: torch.device) -> str:
+    """The location tag `torch.save` records for a storage on `device`, from torch's own taggers.
+
+    torch.save asks `torch.serialization.location_tag(storage)`, whose registered taggers read
+    only `storage.device`; a stand-in with that attribute gets exactly torch's answer: bare
+    names for the CPU, MPS and meta (`"cpu"`, `"mps"`, `"meta"`), `"type:index"` for CUDA,
+    XPU, HPU, MTIA and the like. Storages on such devices always carry an index, so a device
+    given without one is taken as index 0.
+    """
+    if device.index is None and device.type not in ("cpu", "mps", "meta"):
+        device = torch.device(device.type, 0)
+    try:
+        return torch.serialization.location_tag(types.SimpleNamespace(device=device))  # type: ignore[arg-type]
+    except (RuntimeError, AttributeError, TypeError) as err:
+        raise ValueError(
+            f"torch.save cannot record a location for {device.type} devices in this PyTorch; pass a "
+            "device it can tag, such as 'cuda:0', 'cuda:1', 'cpu', 'mps' or 'meta'"
+        ) from err
+
+
 def save_with_location(obj: object, path: str | Path, location: str | torch.device = "cuda:0") -> Path:
     """Save `obj` with `torch.save`, recording `location` as the device of every storage.
 
     The result is what `torch.save` writes on a machine whose tensors live on `location`
     (default `cuda:0`, a GPU machine): loading it without `map_location` where that device is
     missing raises PyTorch's own "Attempting to deserialize object on a CUDA device" error.
+    The tag written is the one torch.save itself would write for that device: `"cuda"` means
+    `"cuda:0"`, while the CPU, MPS and meta are tagged without an index (`"cpu:0"` gives
+    `"cpu"`), as torch.save tags them. The tags are read back from the file to check them.
     The tensors' values are saved from wherever they are now. Returns the path written.
     """
     try:
         device = torch.device(location)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"location must name a device such as 'cuda:0' or 'cpu', got {location!r}") from err
-    if device.type != "cpu" and device.index is None:
-        device = torch.device(device.type, 0)  # torch.save always writes an index for devices
+    tag = _torch_location_tag(device)
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(
             f"cannot save to {path}: the folder {path.parent} does not exist; create it first"
         )
-    torch.save(obj, path, pickle_module=_retagging_pickle_module(str(device)))
+    torch.save(obj, path, pickle_module=_retagging_pickle_module(tag))
+    written = set(storage_locations(path))
+    if written - {tag}:
+        path.unlink()
+        raise RuntimeError(
+            f"torch.save recorded {sorted(written)} instead of {tag!r}: this PyTorch's torch.save "
+            "no longer lets course_utils change the tag; the file was removed"
+        )
     return path
 
 
@@ -117,12 +146,31 @@ class _TagReader(pickle.Unpickler):
         return _Anything()
 
 
+class _NoGlobals(pickle.Unpickler):
+    """Unpickles plain data only: any class or function the pickle names is refused."""
+
+    def find_class(self, module: str, name: str) -> type:
+        raise pickle.UnpicklingError(f"refusing to import {module}.{name}")
+
+
+def _is_legacy_checkpoint(path: Path) -> bool:
+    """Whether `path` starts as torch.save's legacy (pre-1.6) format does: with its magic number."""
+    with path.open("rb") as file:
+        try:
+            first = _NoGlobals(file).load()
+        except Exception:  # anything unreadable is simply not a legacy checkpoint
+            return False
+    return isinstance(first, int) and first == torch.serialization.MAGIC_NUMBER
+
+
 def storage_locations(path: str | Path) -> list[str]:
     """The location tag of every storage in a checkpoint file, in the order they were saved.
 
-    Reads the pickle inside the zip archive that `torch.save` writes, with every class and
-    function it names replaced by an inert stand-in: nothing in the file is imported or run,
-    so this is safe on a checkpoint from anyone. A storage shared by several tensors counts once.
+    Reads the pickle inside the zip archive that `torch.save` writes (since PyTorch 1.6), with
+    every class and function it names replaced by an inert stand-in: nothing in the file is
+    imported or run, so this is safe on a checkpoint from anyone. A storage shared by several
+    tensors counts once. A legacy (pre-1.6) checkpoint is refused with a ValueError that says
+    how to convert it.
     """
     path = Path(path)
     if not path.exists():
@@ -130,10 +178,16 @@ def storage_locations(path: str | Path) -> list[str]:
     if not path.is_file():
         raise IsADirectoryError(f"{path} is a folder, not a checkpoint file")
     if not zipfile.is_zipfile(path):
+        if _is_legacy_checkpoint(path):
+            raise ValueError(
+                f"{path.name} is a legacy PyTorch checkpoint (the format torch.save wrote before "
+                "PyTorch 1.6), not the zip format that storage_locations reads: load it with "
+                "torch.load (with map_location if it was saved on a device you lack) and torch.save "
+                "it again to convert it"
+            )
         raise ValueError(
-            f"{path.name} is not a PyTorch checkpoint: torch.save writes a zip archive and this file "
-            "is not one (a checkpoint in the legacy pre-1.6 format can be loaded with torch.load "
-            "and saved again)"
+            f"{path.name} is not a zip-format PyTorch checkpoint (what torch.save writes since "
+            "PyTorch 1.6), nor a legacy one: check that this is the file you meant"
         )
     with zipfile.ZipFile(path) as archive:
         pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]

@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # Variables that hide GPUs from a child process. CUDA (and ROCm, which PyTorch also drives
 # through torch.cuda) read CUDA_VISIBLE_DEVICES; an empty value means "no GPU at all".
@@ -44,13 +46,48 @@ def use_pin_memory(device: torch.device | str) -> bool:
 
     Pinned (page-locked) CPU memory speeds up copies from the CPU to an accelerator and lets
     `non_blocking=True` copies overlap with compute. It is pointless for the CPU (and `meta`),
-    and PyTorch 2.13 has no pinned memory for MPS: its DataLoader then skips pinning with a
-    warning. So: True for an accelerator device other than MPS, when an accelerator is present.
+    and PyTorch 2.13's DataLoader does not pin for MPS: with `pin_memory=True` it warns and
+    turns pinning off. So: True for an accelerator device other than MPS, when an accelerator
+    is present.
     """
     device = torch.device(device)
     if device.type in ("cpu", "meta", "mps"):
         return False
     return torch.accelerator.is_available()
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the name of every ATen operator that runs while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: tuple[type, ...],
+        args: tuple[object, ...] = (),
+        kwargs: dict[str, object] | None = None,
+    ) -> object:
+        self.ops.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def aten_ops(fn: Callable[[], object]) -> list[str]:
+    """The ATen operators that `fn()` runs, in order, such as `['aten.zeros', 'aten._to_copy']`.
+
+    Every tensor operation ends in ATen operators, and a copy to another device or dtype shows
+    up as `aten._to_copy`; so this shows what a call really does, without a profiler and on
+    any device, `meta` included. Operators that run inside another one are not listed, and a
+    call that builds a tensor straight from Python data (`torch.tensor([...])`) may run none
+    that can be seen here.
+    """
+    if not callable(fn):
+        raise TypeError("aten_ops needs a function to call, e.g. aten_ops(lambda: torch.zeros(2))")
+    with _OpRecorder() as recorder:
+        fn()
+    return recorder.ops
 
 
 def module_devices(module: nn.Module) -> set[torch.device]:

@@ -42,7 +42,10 @@ def check_prepare_batch(
             try:
                 out = prepare_batch(images.clone(), labels.clone(), device)
             except Exception as err:
-                return failed(f"for {where} it raised {_raised(err)}")
+                return failed(
+                    f"for {where} it raised {_raised(err)}. It must work for any batch size, and on "
+                    "meta, whose tensors have no values to read"
+                )
             if not isinstance(out, tuple | list) or len(out) != 2:
                 got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
                 return failed(f"for {where} it should return (images, labels); it returned {got}")
@@ -85,7 +88,10 @@ def check_model_and_optimizer(
     try:
         out = make_model_and_optimizer(device)
     except Exception as err:
-        return failed(f"make_model_and_optimizer(torch.device('meta')) raised {_raised(err)}")
+        return failed(
+            f"make_model_and_optimizer(torch.device('meta')) raised {_raised(err)}. The device given "
+            "is meta, whose tensors have shapes but no values: nothing may read them"
+        )
     if not isinstance(out, tuple | list) or len(out) != 2:
         got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
         return failed(f"it should return (model, optimizer); it returned {got}")
@@ -111,6 +117,19 @@ def check_model_and_optimizer(
             "compared with the move"
         )
     return passed("the model is on the device and the optimizer updates the very tensors it uses")
+
+
+def _load_hint(err: Exception) -> str:
+    """A hint for an error raised while loading the exercise's checkpoint, not the fix itself."""
+    message = str(err)
+    if "Unexpected key(s)" in message or "Missing key(s)" in message:
+        return (
+            ". Compare the checkpoint's key names with the model's: the file was saved from "
+            "nn.DataParallel, which puts a `module.` prefix on every key"
+        )
+    if "deserialize object on a CUDA device" in message:
+        return ". The file was saved on a GPU: torch.load must be told where this machine wants the tensors"
+    return ". Read the message: it says which step failed"
 
 
 class _Net(nn.Module):
@@ -150,7 +169,7 @@ def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object])
         try:
             load_weights(model, path)
         except Exception as err:
-            return failed(f"load_weights raised {_raised(err)}")
+            return failed(f"load_weights raised {_raised(err)}{_load_hint(err)}")
     if module_devices(model) != {device}:
         return failed("after loading, the model's parameters are not all on the device the model was on")
     for (name, got), want in zip(model.state_dict().items(), expected, strict=True):

@@ -58,7 +58,10 @@ def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResul
                 "it works here only because this tensor is on the CPU already: on a GPU tensor it "
                 "would raise, as it did on a meta tensor: " + _raised(err)
             )
-        return failed(f"on a meta tensor it raised {_raised(err)}")
+        return failed(
+            f"on a meta tensor it raised {_raised(err)}: a meta tensor has no values, so the function "
+            "should move it before anything reads them"
+        )
     except Exception as err:
         return failed(f"on a meta tensor it raised {_raised(err)}; it should first move the tensor")
     else:
@@ -84,7 +87,10 @@ def check_add_on_device_of(
         except RuntimeError as err:
             return failed(f"with {where} it raised {_raised(err)}: which one should move, and where to?")
         except Exception as err:
-            return failed(f"with {where} it raised {_raised(err)}")
+            return failed(
+                f"with {where} it raised {_raised(err)}. The message names the call that failed; "
+                "a + b on a's device needs no other operation than a move"
+            )
         if not isinstance(result, torch.Tensor):
             return failed(f"with {where} it returned {type(result).__name__}, not a tensor")
         if result.device != a.device:
