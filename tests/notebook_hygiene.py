@@ -16,19 +16,40 @@ ROOT = Path(__file__).resolve().parent.parent
 MIN_COMPARED_FRACTION = 0.6
 MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
 NBVAL_TAGS = {"nbval-ignore-output", "nbval-skip"}
+# Top-level folders under which a path names somebody's machine: homes, installs (/usr/lib/python3/
+# dist-packages, /opt/conda, /usr/local), data and scratch mounts. System paths that read the same
+# on every machine (/proc, /sys, /etc, /dev) are not listed: a lesson may print them.
+MACHINE_DIRS = (
+    "home",
+    "Users",
+    "root",
+    "opt",
+    "srv",
+    "usr",
+    "var",
+    "mnt",
+    "media",
+    "scratch",
+    "tmp",
+    "private",
+    "nix",
+    "workspace",
+    "data",
+)
 MACHINE_PATH = re.compile(
     "|".join(
         [
             re.escape(str(ROOT)),
-            re.escape(str(Path.home())),
-            r"/tmp/\S",
+            *([re.escape(str(Path.home()))] if len(Path.home().parts) > 1 else []),  # HOME=/ is no path
+            # an absolute path that starts at one of MACHINE_DIRS, not the tail of a URL or word
+            r"(?<![\w.:/~+-])/(?:" + "|".join(MACHINE_DIRS) + r")(?:/|\b)",
             r"site-packages",
-            r"/home/\w",
-            r"/Users/\w",
-            r"[A-Za-z]:\\Users\\",
+            r"dist-packages",
+            r"(?<!\w)[A-Za-z]:\\{1,4}\w",  # C:\Users\..., also escaped by repr() and JSON
         ]
     )
 )
+WHAT_YOU_NEED = re.compile(r"^## What you need\s*$(?P<body>.*?)(?=^#|\Z)", re.MULTILINE | re.DOTALL)
 
 
 def _source(cell: dict) -> str:
@@ -39,8 +60,9 @@ def _source(cell: dict) -> str:
 def _output_text(output: dict) -> str:
     text = output.get("text", "")
     text = "".join(text) if isinstance(text, list) else text
-    for value in output.get("data", {}).values():
-        text += json.dumps(value)
+    for mime, value in output.get("data", {}).items():
+        if not mime.startswith("image/"):  # base64 is noise that only ever looks like a path
+            text += json.dumps(value)
     return text + output.get("evalue", "")
 
 
@@ -57,6 +79,11 @@ def notebook_problems(nb: dict, name: str, readme: str) -> list[str]:
             problems.append("the first cell does not start with a '# ' title")
         if "## What you will learn" not in first:
             problems.append("the first cell has no '## What you will learn' section")
+        need = WHAT_YOU_NEED.search(first)
+        if need is None:
+            problems.append("the first cell has no '## What you need' section")
+        elif not need["body"].strip().lower().startswith("nothing but a cpu"):
+            problems.append("the '## What you need' section does not answer 'Nothing but a CPU.'")
     headings = "\n".join(_source(c) for c in cells if c.get("cell_type") == "markdown")
     for section in ("## Summary", "## Exercises"):
         if section not in headings:
@@ -95,14 +122,42 @@ def notebook_problems(nb: dict, name: str, readme: str) -> list[str]:
             f"only {compared} of {len(code)} code cells have outputs that nbval compares "
             f"(at least {MIN_COMPARED_FRACTION:.0%} must)"
         )
-    if name not in readme:
-        problems.append("not listed in README.md")
+    if name not in readme_notebook_table(readme):
+        problems.append("not listed in README.md's notebook table")
     return problems
 
 
+TABLE_ROW = re.compile(r"^\|\s*`?(?P<name>\d\d_[\w-]+\.ipynb)`?\s*\|")
+
+
+def readme_notebook_table(readme: str) -> list[str]:
+    """Notebook names in the README's notebook table (the first table whose rows name notebooks), in order.
+
+    A notebook mentioned in prose (the Binder link, the layout section) is not "listed": only the
+    table tells the reader what the course contains and in which order.
+    """
+    names: list[str] = []
+    for line in readme.splitlines():
+        row = TABLE_ROW.match(line.strip())
+        if row:
+            names.append(row["name"])
+        elif names and not line.strip().startswith("|"):
+            break  # the table has ended
+    return names
+
+
 def readme_order_problems(names: list[str], readme: str) -> list[str]:
-    """Notebooks listed in the README out of their numbered order."""
-    positions = [(readme.find(n), n) for n in names if n in readme]
-    listed = [n for _, n in sorted(positions)]
-    expected = sorted(listed)
-    return [] if listed == expected else [f"README lists notebooks as {listed}, not {expected}"]
+    """Problems with the README's notebook table: missing, out of numbered order, or naming no notebook."""
+    listed = readme_notebook_table(readme)
+    if not listed:
+        return ["README.md has no notebook table (rows like '| `00_start_here.ipynb` | ... |')"]
+    problems = []
+    if listed != sorted(listed):
+        problems.append(f"README's table lists notebooks as {listed}, not {sorted(listed)}")
+    missing = [n for n in names if n not in listed]
+    if missing:
+        problems.append(f"README's table does not list {missing}")
+    unknown = [n for n in listed if n not in names]
+    if unknown:
+        problems.append(f"README's table lists {unknown}, which do not exist")
+    return problems

@@ -228,15 +228,22 @@ def test_picker_renders_and_reacts_in_a_real_browser(browser_page, lab, tmp_path
         picker.scroll_into_view_if_needed()
         value = picker.locator(".gpu-picker-value")
         expect(picker.locator(".gpu-picker-source")).to_have_text("DEMO FLEET (made up, not this machine)")
-        expect(value).to_have_text('CUDA_VISIBLE_DEVICES=""')
+        # nothing ticked yet: a hint, never CUDA_VISIBLE_DEVICES="" (copied, it would hide every GPU)
+        expect(value).to_have_text("nothing selected yet: tick GPUs, or pick the N with most free memory")
+        expect(value).not_to_contain_text("CUDA_VISIBLE_DEVICES")
+        code = picker.locator(".gpu-picker-code")
+        expect(code).to_contain_text("once GPUs are selected")
+        expect(code).not_to_contain_text("CUDA_VISIBLE_DEVICES")
 
         # tick GPUs 0 and 4, seed 000's choice: cuda:1 becomes physical GPU 4
         picker.locator(".gpu-picker-check-0 input[type=checkbox]").check()
         picker.locator(".gpu-picker-check-4 input[type=checkbox]").check()
         expect(value).to_have_text('CUDA_VISIBLE_DEVICES="0,4"')
-        expect(picker.locator(".gpu-picker-mapping")).to_contain_text("cuda:1 -> physical GPU 4")
-        code = picker.locator(".gpu-picker-code")
+        mapping = picker.locator(".gpu-picker-mapping")
+        expect(mapping).to_contain_text("cuda:1 -> physical GPU 4")
+        expect(mapping).to_contain_text("when CUDA_DEVICE_ORDER=PCI_BUS_ID is set")
         expect(code).to_contain_text('os.environ["CUDA_VISIBLE_DEVICES"] = "0,4"')
+        expect(code).to_contain_text("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,4 python train.py")
 
         # untick GPU 0
         picker.locator(".gpu-picker-check-0 input[type=checkbox]").uncheck()

@@ -17,6 +17,16 @@ def test_demo_fleet_is_eight_labelled_gpus_with_unique_ids():
     assert all("DEMO" in g.name for g in inv.gpus)
     # each GPU's UUID differs in its first hex digit, so "GPU-<i>" is a unique prefix
     assert all(g.uuid.startswith(f"GPU-{g.index}") for g in inv.gpus)
+    # lower-case hex, as nvidia-smi -L prints UUIDs (the strict parser's upper-case hint relies on it)
+    assert all(g.uuid[4:] == g.uuid[4:].lower() for g in inv.gpus)
+
+
+def test_demo_fleet_knows_everything_about_its_gpus():
+    """Nothing in the demo fleet is unknown: no notes, memory and processes all known."""
+    for gpu in demo_inventory().gpus:
+        assert gpu.notes == () and gpu.memory_free is not None and gpu.processes is not None
+        assert gpu.utilization is not None
+    assert "Notes:" not in smi_table(demo_inventory()) and "unknown" not in smi_table(demo_inventory())
 
 
 def test_demo_fleet_has_uneven_use_a_tie_and_processes():

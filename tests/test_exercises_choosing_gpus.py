@@ -26,11 +26,33 @@ def test_physical_gpu():
 
 def test_freest_value():
     assert check_freest_value("3,6,1")
+    assert check_freest_value("GPU-3,GPU-6,GPU-1")  # UUID prefixes name the same GPUs
     assert "another order" in str(check_freest_value("6,3,1"))
     assert "you named 2" in str(check_freest_value("3,6"))
     assert "without spaces" in str(check_freest_value("3, six"))
     assert "in quotes" in str(check_freest_value([3, 6, 1]))
     assert not check_freest_value("0,1,2")
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("3, 6, 1", "entry 2 (' 6') has spaces around it"),
+        ("+3,6,1", "entry 1 ('+3') is not a GPU index"),
+        ("3,6,1,", "entry 4 ('') is empty"),
+        ("3,6,-1", "entry 3 ('-1') is negative"),
+        ("3,6,6", "repeats GPU 6"),
+        ("3,6,9", "there is no GPU 9"),
+    ],
+)
+def test_freest_value_reads_answers_with_the_strict_parser(answer, reason):
+    """CUDA would read these differently from what they say; they are not right yet, with the reason."""
+    result = check_freest_value(answer)
+    assert not result
+    message = str(result)
+    assert message.startswith("Not yet: the course's strict parser refuses that value: ")
+    assert reason in message and "e.g. '0,1,2'" in message
+    assert "CUDA_VISIBLE_DEVICES=" not in message  # the value is not repeated back as a variable
 
 
 def test_cuda_reading():

@@ -25,11 +25,36 @@ class NVMLError_DriverNotLoaded(FakeNVMLError):
     pass
 
 
-def fake_pynvml(init_error: Exception | None = None) -> types.ModuleType:
-    """A stand-in for pynvml describing two GPUs, the second one busy."""
+class NVMLError_GpuIsLost(FakeNVMLError):
+    def __str__(self) -> str:
+        return "GPU is lost"
+
+
+class NVMLError_NoPermission(FakeNVMLError):
+    def __str__(self) -> str:
+        return "Insufficient Permissions"
+
+
+class NVMLError_NotSupported(FakeNVMLError):
+    def __str__(self) -> str:
+        return "Not Supported"
+
+
+class NVMLLibraryMismatchError(Exception):
+    """As in nvidia-ml-py 12+: raised for a function the driver lacks, and NOT an NVMLError."""
+
+
+def fake_pynvml(init_error: Exception | None = None, fail: dict | None = None) -> types.ModuleType:
+    """A stand-in for pynvml describing two GPUs, the second one busy.
+
+    `fail` maps a function name to the error it raises: `{"nvmlDeviceGetCount": err}` always,
+    `{"nvmlDeviceGetMemoryInfo": {1: err}}` only for GPU 1 (handles are the GPU indices).
+    """
     mod = types.ModuleType("pynvml")
     mod.NVMLError = FakeNVMLError
+    mod.NVMLLibraryMismatchError = NVMLLibraryMismatchError
     mod.shutdowns = 0
+    fail = fail or {}
 
     def init():
         if init_error is not None:
@@ -49,19 +74,35 @@ def fake_pynvml(init_error: Exception | None = None) -> types.ModuleType:
             raise FakeNVMLError("NotSupported")
         return types.SimpleNamespace(gpu=87)
 
+    functions = {
+        "nvmlShutdown": shutdown,
+        "nvmlSystemGetDriverVersion": lambda: b"580.65",
+        "nvmlDeviceGetCount": lambda: 2,
+        "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetName": lambda h: f"Tesla T{h}",
+        "nvmlDeviceGetUUID": lambda h: f"GPU-0000000{h}-aaaa-bbbb-cccc-dddddddddddd",
+        "nvmlDeviceGetPciInfo": lambda h: types.SimpleNamespace(busId=f"00000000:0{h + 1}:00.0"),
+        "nvmlDeviceGetMemoryInfo": memory,
+        "nvmlDeviceGetUtilizationRates": utilization,
+        "nvmlDeviceGetComputeRunningProcesses": compute_procs,
+        "nvmlDeviceGetGraphicsRunningProcesses": lambda h: [],
+        "nvmlSystemGetProcessName": lambda pid: b"python train.py",
+    }
+
+    def failing(name, real):
+        how = fail[name]
+
+        def call(*args):
+            error = how.get(args[0]) if isinstance(how, dict) else how
+            if error is not None:
+                raise error
+            return real(*args)
+
+        return call
+
     mod.nvmlInit = init
-    mod.nvmlShutdown = shutdown
-    mod.nvmlSystemGetDriverVersion = lambda: b"580.65"
-    mod.nvmlDeviceGetCount = lambda: 2
-    mod.nvmlDeviceGetHandleByIndex = lambda i: i
-    mod.nvmlDeviceGetName = lambda h: f"Tesla T{h}"
-    mod.nvmlDeviceGetUUID = lambda h: f"GPU-0000000{h}-aaaa-bbbb-cccc-dddddddddddd"
-    mod.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=f"00000000:0{h + 1}:00.0")
-    mod.nvmlDeviceGetMemoryInfo = memory
-    mod.nvmlDeviceGetUtilizationRates = utilization
-    mod.nvmlDeviceGetComputeRunningProcesses = compute_procs
-    mod.nvmlDeviceGetGraphicsRunningProcesses = lambda h: []
-    mod.nvmlSystemGetProcessName = lambda pid: b"python train.py"
+    for name, real in functions.items():
+        setattr(mod, name, failing(name, real) if name in fail else real)
     return mod
 
 
@@ -139,3 +180,154 @@ def test_smi_table_labels_a_demo_and_says_when_there_are_no_processes():
 
 def test_explain_unknown_error_keeps_its_message():
     assert gpus.explain_nvml_error(ValueError("boom")) == "NVML could not start: ValueError: boom"
+
+
+# --- NVML errors after nvmlInit: nothing escapes, the inventory says what is unknown and why ---
+
+
+def test_a_lost_gpu_stays_listed_as_unknown_with_a_note(monkeypatch):
+    fake = fake_pynvml(fail={"nvmlDeviceGetHandleByIndex": {1: NVMLError_GpuIsLost()}})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert inv.reason is None and len(inv) == 2 and inv.gpus[0].name == "Tesla T0"
+    lost = inv.gpus[1]
+    assert (lost.index, lost.name, lost.uuid, lost.pci_bus_id) == (1, "unknown", "unknown", "unknown")
+    assert lost.memory_total is None and lost.memory_free is None and lost.processes is None
+    assert len(lost.notes) == 1 and "NVML could not open GPU 1: a GPU is lost" in lost.notes[0]
+    table = smi_table(inv)
+    assert "  1  unknown" in table and "? / ?" in table
+    assert "GPU 1  unknown (NVML could not list them" in table
+    assert "Notes:\n  GPU 1: everything unknown: NVML could not open GPU 1: a GPU is lost" in table
+    assert fake.shutdowns == 1
+
+
+@pytest.mark.parametrize(
+    ("function", "field", "expected"),
+    [
+        ("nvmlDeviceGetName", "name", "unknown"),
+        ("nvmlDeviceGetUUID", "uuid", "unknown"),
+        ("nvmlDeviceGetPciInfo", "pci_bus_id", "unknown"),
+        ("nvmlDeviceGetMemoryInfo", "memory_used", None),
+    ],
+)
+def test_a_field_nvml_refuses_is_unknown_and_noted(monkeypatch, function, field, expected):
+    fake = fake_pynvml(fail={function: {0: NVMLError_NoPermission()}})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    first, second = inv.gpus
+    assert getattr(first, field) == expected
+    assert any("NVML refused access (no permission)" in note for note in first.notes)
+    assert second.notes == () and second.name == "Tesla T1"  # the other GPU is untouched
+    assert "Notes:" in smi_table(inv)
+
+
+def test_unknown_memory_shows_as_unknown_and_is_never_chosen(monkeypatch):
+    from course_utils.visible_devices import choose_by_free_memory, mapping_lines
+
+    fake = fake_pynvml(fail={"nvmlDeviceGetMemoryInfo": {0: NVMLError_GpuIsLost()}})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert inv.gpus[0].memory_free is None and inv.gpus[1].memory_free == 14 * GIB
+    assert "? / ?" in smi_table(inv).splitlines()[3]
+    assert choose_by_free_memory(inv, 1) == [1]  # GPU 0 has more free memory in truth, but unknown
+    with pytest.raises(ValueError, match=r"1 of them with known free memory \(not GPUs \[0\]\)"):
+        choose_by_free_memory(inv, 2)
+    assert "free memory unknown" in mapping_lines("0", inv)[0]
+
+
+def test_the_driver_version_nvml_refuses_is_unknown(monkeypatch):
+    fake = fake_pynvml(fail={"nvmlSystemGetDriverVersion": NVMLError_NoPermission()})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert inv.driver_version == "unknown" and len(inv) == 2 and inv.reason is None
+    assert smi_table(inv).startswith("NVML   driver unknown")
+
+
+def test_a_failed_count_gives_an_empty_inventory_with_the_reason(monkeypatch):
+    fake = fake_pynvml(fail={"nvmlDeviceGetCount": FakeNVMLError("Unknown Error")})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert inv.gpus == () and inv.driver_version == "580.65"
+    assert inv.reason == "NVML could not count the GPUs: FakeNVMLError: Unknown Error"
+    assert fake.shutdowns == 1
+
+
+def test_a_failing_shutdown_does_not_lose_what_was_read(monkeypatch):
+    fake = fake_pynvml(fail={"nvmlShutdown": FakeNVMLError("Uninitialized")})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert len(nvml_inventory()) == 2
+
+
+def test_process_list_nvml_cannot_give_is_unknown_not_none(monkeypatch):
+    """nvidia-ml-py 13 on an old driver: the v3 process query raises NVMLLibraryMismatchError."""
+    mismatch = NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not match")
+    fake = fake_pynvml(fail={"nvmlDeviceGetComputeRunningProcesses": mismatch})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert [gpu.processes for gpu in inv.gpus] == [None, None]
+    assert "nvidia-ml-py calls a function this driver's NVML lacks" in inv.gpus[0].notes[0]
+    table = smi_table(inv)
+    assert "  none" not in table
+    assert "GPU 0  unknown (NVML could not list them; see the notes)" in table
+    assert "GPU 1  unknown" in table
+
+
+def test_process_list_not_supported_on_one_gpu(monkeypatch):
+    fake = fake_pynvml(fail={"nvmlDeviceGetGraphicsRunningProcesses": {0: NVMLError_NotSupported()}})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert inv.gpus[0].processes is None
+    assert inv.gpus[1].processes == (GpuProcess(4242, "python train.py", GIB),)
+    table = smi_table(inv)
+    assert "GPU 0  unknown" in table and "GPU 1  pid    4242" in table
+    assert "processes unknown: NVML could not read GPU 0's processes: NVMLError_NotSupported" in table
+
+
+def test_a_process_name_nvml_refuses_is_a_question_mark(monkeypatch):
+    fake = fake_pynvml(fail={"nvmlSystemGetProcessName": NVMLError_NoPermission()})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = nvml_inventory()
+    assert inv.gpus[1].processes == (GpuProcess(4242, "?", GIB),) and inv.gpus[1].notes == ()
+
+
+def test_errors_that_are_not_nvmls_are_not_swallowed(monkeypatch):
+    """Only NVML's own errors mean "unknown"; a bug (here a TypeError) still shows."""
+    fake = fake_pynvml(fail={"nvmlDeviceGetMemoryInfo": TypeError("a bug")})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with pytest.raises(TypeError, match="a bug"):
+        nvml_inventory()
+    assert fake.shutdowns == 1
+
+
+def test_picker_and_inventory_or_demo_survive_a_sick_machine(monkeypatch):
+    from course_utils.gpus import inventory_or_demo
+    from course_utils.picker import GpuPicker
+
+    fake = fake_pynvml(
+        fail={
+            "nvmlDeviceGetHandleByIndex": {1: NVMLError_GpuIsLost()},
+            "nvmlDeviceGetComputeRunningProcesses": NVMLLibraryMismatchError("old driver"),
+        }
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    inv = inventory_or_demo()
+    assert inv.source == "nvml" and len(inv) == 2
+    picker = GpuPicker()
+    assert picker.inventory.source == "nvml" and picker.n_input.max == 1
+    assert "unknown" in picker.table.value
+    picker.pick_button.click()
+    assert picker.value_string == "0"
+    picker.n_input.max = 2  # as if the reader typed 2: the button explains instead of raising
+    picker.n_input.value = 2
+    picker.pick_button.click()
+    assert "cannot choose 2 GPU(s)" in picker.value.value and picker.value_string == "0"
+
+
+def test_explain_later_errors_names_the_step():
+    assert gpus.explain_nvml_error(FakeNVMLError("x"), doing="count the GPUs") == (
+        "NVML could not count the GPUs: FakeNVMLError: x"
+    )
+    assert "GPU reset or a reboot" in gpus.explain_nvml_error(NVMLError_GpuIsLost())
+    assert gpus.explain_nvml_error(NVMLError_LibraryNotFound(), doing="anything").startswith(
+        "NVML library not found"
+    )

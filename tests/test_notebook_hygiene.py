@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from notebook_hygiene import ROOT, notebook_problems, readme_order_problems
+from notebook_hygiene import ROOT, notebook_problems, readme_notebook_table, readme_order_problems
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -26,8 +26,15 @@ def test_readme_lists_notebooks_in_order():
     assert readme_order_problems([p.name for p in NOTEBOOKS], README) == []
 
 
+def test_readme_table_is_what_is_checked():
+    assert readme_notebook_table(README) == [p.name for p in NOTEBOOKS]
+
+
+TABLE = "| notebook | what |\n|---|---|\n| `99_test.ipynb` | testing |\n"
+
+
 def good_notebook() -> dict:
-    title = "# 99 · Test\n\n## What you will learn\n- x"
+    title = "# 99 · Test\n\n## What you will learn\n- x\n\n## What you need\nNothing but a CPU.\n"
     return {
         "cells": [
             {"cell_type": "markdown", "source": title, "metadata": {}},
@@ -56,13 +63,13 @@ def good_notebook() -> dict:
 
 
 def test_checker_accepts_a_good_notebook():
-    assert notebook_problems(good_notebook(), "99_test.ipynb", "99_test.ipynb") == []
+    assert notebook_problems(good_notebook(), "99_test.ipynb", TABLE) == []
 
 
 def broken(change) -> list[str]:
     nb = copy.deepcopy(good_notebook())
     change(nb)
-    return notebook_problems(nb, "99_test.ipynb", "99_test.ipynb")
+    return notebook_problems(nb, "99_test.ipynb", TABLE)
 
 
 def test_checker_catches_unexecuted_cells():
@@ -115,10 +122,102 @@ def test_checker_catches_missing_title_sections_and_readme_entry():
     assert any("'# ' title" in p for p in problems)
     assert any("What you will learn" in p for p in problems)
     assert any("Summary" in p for p in problems)
-    assert notebook_problems(good_notebook(), "99_test.ipynb", "README") == ["not listed in README.md"]
+    assert any("What you need" in p for p in problems)
+    unlisted = ["not listed in README.md's notebook table"]
+    assert notebook_problems(good_notebook(), "99_test.ipynb", "README") == unlisted
+
+
+def test_checker_wants_the_notebook_in_the_table_not_just_mentioned():
+    prose = "Open `99_test.ipynb` on Binder.\n\n| notebook | what |\n|---|---|\n| `00_a.ipynb` | a |\n"
+    assert notebook_problems(good_notebook(), "99_test.ipynb", prose) == [
+        "not listed in README.md's notebook table"
+    ]
+
+
+def test_checker_catches_a_missing_or_wrong_what_you_need_section():
+    def drop(nb):
+        nb["cells"][0]["source"] = "# 99 · Test\n\n## What you will learn\n- x\n"
+
+    assert broken(drop) == ["the first cell has no '## What you need' section"]
+
+    def needs_a_gpu(nb):
+        nb["cells"][0]["source"] = nb["cells"][0]["source"].replace("Nothing but a CPU.", "An NVIDIA GPU.")
+
+    assert broken(needs_a_gpu) == ["the '## What you need' section does not answer 'Nothing but a CPU.'"]
+
+    def elsewhere(nb):  # the section must be in the opening cell, not somewhere later
+        nb["cells"][0]["source"] = "# 99 · Test\n\n## What you will learn\n- x\n"
+        nb["cells"][-1]["source"] += "\n## What you need\nNothing but a CPU."
+
+    assert broken(elsewhere) == ["the first cell has no '## What you need' section"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/usr/lib/python3/dist-packages/torch/cuda/__init__.py",
+        "/usr/local/lib/python3.11/site-packages/x.py",
+        "/opt/conda/lib/python3.11/x.py",
+        "/srv/conda/envs/notebook/bin/python",
+        "/root/.cache/torch",
+        "cwd is /root",
+        "/home/jovyan/work",
+        "/Users/ana/course",
+        "/mnt/data/ckpt.pt",
+        "/tmp/tmpabc123/model.pt",
+        "C:\\Users\\ana\\course",
+        "D:\\envs\\torch",
+    ],
+)
+def test_checker_catches_machine_paths(path):
+    output = {"output_type": "stream", "name": "stdout", "text": f"saved to {path}\n"}
+    problems = broken(lambda nb: nb["cells"][1]["outputs"].append(output))
+    assert any("machine path" in p for p in problems), path
+    # the same path inside JSON data (an execute_result) is caught too
+    result = {"output_type": "execute_result", "data": {"text/plain": repr(path)}}
+    problems = broken(lambda nb: nb["cells"][3]["outputs"].append(result))
+    assert any("machine path" in p for p in problems), path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://pytorch.org/docs/stable/generated/torch.load.html",
+        "CUDA_VISIBLE_DEVICES='MIG-GPU-1/1/0'",
+        "input/output and/or CPU/GPU",
+        "the variable /variance ratio",
+        "a tensor of shape 2x3: tensor([1, 2])",
+    ],
+)
+def test_checker_does_not_flag_ordinary_text(text):
+    output = {"output_type": "stream", "name": "stdout", "text": text}
+    assert broken(lambda nb: nb["cells"][1]["outputs"].append(output)) == []
+
+
+def test_checker_ignores_image_data():
+    image = {"output_type": "display_data", "data": {"image/png": "iVBOR/home/x+/usr/lib"}}
+    assert broken(lambda nb: nb["cells"][3]["outputs"].append(image)) == []
 
 
 def test_checker_catches_readme_order():
-    readme = "01_b.ipynb then 00_a.ipynb"
-    assert readme_order_problems(["00_a.ipynb", "01_b.ipynb"], readme)
-    assert readme_order_problems(["00_a.ipynb", "01_b.ipynb"], "00_a.ipynb 01_b.ipynb") == []
+    table = "| `{}` | x |\n| `{}` | y |\n"
+    names = ["00_a.ipynb", "01_b.ipynb"]
+    assert readme_order_problems(names, table.format("01_b.ipynb", "00_a.ipynb"))
+    assert readme_order_problems(names, table.format("00_a.ipynb", "01_b.ipynb")) == []
+
+
+def test_readme_order_is_read_from_the_table_not_from_first_mentions():
+    table = "| notebook | what |\n|---|---|\n| `00_a.ipynb` | a |\n| `01_b.ipynb` | b |\n"
+    # prose that mentions 01 before 00 is fine: only the table's order counts
+    assert readme_order_problems(["00_a.ipynb", "01_b.ipynb"], "See 01_b.ipynb.\n\n" + table) == []
+    # a table out of order is caught even when the prose mentions them in order
+    swapped = table.replace("00_a", "XX").replace("01_b", "00_a").replace("XX", "01_b")
+    problems = readme_order_problems(["00_a.ipynb", "01_b.ipynb"], "00_a.ipynb 01_b.ipynb\n" + swapped)
+    assert problems and "not ['00_a.ipynb', '01_b.ipynb']" in problems[0]
+    # a notebook missing from the table, one the table invents, and no table at all
+    assert readme_order_problems(["00_a.ipynb", "01_b.ipynb", "02_c.ipynb"], table) == [
+        "README's table does not list ['02_c.ipynb']"
+    ]
+    invented = ["README's table lists ['01_b.ipynb'], which do not exist"]
+    assert readme_order_problems(["00_a.ipynb"], table) == invented
+    assert "no notebook table" in readme_order_problems(["00_a.ipynb"], "00_a.ipynb")[0]

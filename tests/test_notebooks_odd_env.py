@@ -1,4 +1,18 @@
-"""The notebooks about devices (00, 01, 04) pass even when the device variables say odd things."""
+"""The notebooks about devices (00, 01, 04) still pass nbval with odd device variables set.
+
+What this checks, on any machine: with `CUDA_VISIBLE_DEVICES` set to garbage or to the empty
+string (and `CUDA_DEVICE_ORDER=PCI_BUS_ID`), no cell of these notebooks crashes, writes to stderr,
+or prints anything different in a compared cell. It guards the notebooks' own handling of the
+variables: the cells that read them, show them, or pass them on to child processes.
+
+What it cannot check on a CPU-only build of PyTorch (such as the machine that regenerates the
+committed outputs): that the variables change what PyTorch sees. A CPU-only build has no CUDA
+runtime and sees zero GPUs whatever the variables say, so there this test cannot fail because
+of the variables' values; it would pass even if they were ignored. Only with a CUDA build on a
+machine with NVIDIA GPUs does it exercise "the GPUs are hidden or the list is invalid": there
+`torch.cuda.device_count()` drops to 0 and every compared cell must still print what it printed
+on the CPU-only machine.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +36,7 @@ NOTEBOOKS = [
     ids=["garbage", "empty"],
 )
 def test_notebooks_pass_with_odd_device_variables(visible):
+    """Nothing crashes or prints differently; on a CPU-only build the GPUs were never there (see above)."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NOTEBOOKS],

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
+import numpy as np
 import pytest
 
 from course_utils import picker as picker_module
 from course_utils.gpus import GpuInfo, Inventory, demo_inventory
 from course_utils.picker import (
     DEMO_LABEL,
+    NOTHING_SELECTED,
+    ORDER_NOTE,
     GpuPicker,
     check_selection,
     code_html,
@@ -37,18 +40,49 @@ def test_check_selection_rejects_unknown_and_repeated_gpus():
         check_selection(FLEET, [2, 2])
 
 
+@pytest.mark.parametrize(
+    ("selection", "message"),
+    [
+        ([-1], "the selection names GPU -1, but there is no GPU -1; physical GPUs are numbered 0-7."),
+        ([0, 8], "the selection names GPU 8, but there is no GPU 8; physical GPUs are numbered 0-7."),
+        ([2, 2], "the selection repeats GPU 2; tick each GPU once."),
+        (["3"], "the selection holds physical GPU numbers (ints), not '3'; physical GPUs are numbered 0-7."),
+        ([1.0], "not 1.0"),
+        ([True], "not True"),
+    ],
+)
+def test_check_selection_speaks_of_the_selection_not_of_the_variable(selection, message):
+    with pytest.raises(ValueError) as err:
+        check_selection(FLEET, selection)
+    assert str(err.value) == message or message in str(err.value)
+    assert "CUDA_VISIBLE_DEVICES" not in str(err.value) and "''" not in str(err.value)
+
+
+def test_check_selection_accepts_numpy_integers():
+    assert check_selection(FLEET, np.array([3, 6])) == [3, 6]
+    assert check_selection(Inventory(), []) == []
+    with pytest.raises(ValueError, match="the inventory has no GPU"):
+        check_selection(Inventory(), [0])
+
+
 def test_selection_text_for_the_seed_000_example():
     assert selection_text(FLEET, [0, 4]).splitlines() == [
         f"[{DEMO_LABEL}]",
         'CUDA_VISIBLE_DEVICES="0,4"',
         "cuda:0 -> physical GPU 0 (DEMO A100-SXM4-80GB, bus 00000000:07:00.0, 8192 MiB free)",
         "cuda:1 -> physical GPU 4 (DEMO A100-SXM4-80GB, bus 00000000:87:00.0, 920 MiB free)",
+        "(physical ids are NVML's, in PCI bus order as nvidia-smi numbers them: they name these GPUs "
+        "when CUDA_DEVICE_ORDER=PCI_BUS_ID is set, as the suggested lines do)",
+        "shell: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0,4 python train.py",
     ]
 
 
-def test_selection_text_with_nothing_selected():
-    text = selection_text(FLEET, [])
-    assert 'CUDA_VISIBLE_DEVICES=""' in text and "PyTorch runs on the CPU" in text
+def test_selection_text_with_nothing_selected_gives_a_hint_not_an_empty_value():
+    assert selection_text(FLEET, []).splitlines() == [
+        f"[{DEMO_LABEL}]",
+        'nothing selected yet: tick GPUs, or pick the N with most free memory (CUDA_VISIBLE_DEVICES="" '
+        "would hide every GPU)",
+    ]
 
 
 def test_source_label_for_real_hardware():
@@ -62,8 +96,23 @@ def test_inventory_html_labels_the_demo_and_marks_the_selection():
     assert DEMO_LABEL in page
     assert page.count("<tr") == 9  # header and 8 GPUs
     assert page.count("gpu-picker-bar") == 8
-    assert "<td>cuda:0</td>" in page and "<td>cuda:1</td>" in page and page.count("hidden") == 6
+    assert ">cuda:0</td>" in page and ">cuda:1</td>" in page and page.count("hidden") == 6
     assert "width:99%" in inventory_html(FLEET)  # GPU 4 is 81000 / 81920 MiB used
+
+
+def test_inventory_html_pads_its_cells():
+    """Headers such as "processes" and "in your process" must not run together."""
+    page = inventory_html(FLEET, [3])
+    assert page.count("<th ") == 7 and page.count("<th>") == 0
+    assert page.count("padding:2px 10px") == 7 + 8 * 7
+    assert '<th style="padding:2px 10px;text-align:left;vertical-align:bottom">in your process</th>' in page
+
+
+def test_inventory_html_shows_unknown_memory_and_processes():
+    lost = GpuInfo(1, "unknown", "unknown", "unknown", None, None, None, None, ("everything unknown: x",))
+    page = inventory_html(Inventory(gpus=(FLEET.gpus[0], lost), source="nvml"), [1])
+    row = page.splitlines()[-2]
+    assert row.count(">unknown</td>") == 5 and ">cuda:0</td>" in row and "gpu-picker-bar" not in row
 
 
 def test_inventory_html_escapes_names_and_explains_an_empty_inventory():
@@ -74,9 +123,19 @@ def test_inventory_html_escapes_names_and_explains_an_empty_inventory():
 
 def test_value_mapping_and_code_html():
     assert value_html([3, 6]) == '<code class="gpu-picker-value-text">CUDA_VISIBLE_DEVICES="3,6"</code>'
-    assert "cuda:1 -&gt; physical GPU 6" in mapping_html(FLEET, [3, 6])
+    mapping = mapping_html(FLEET, [3, 6])
+    assert "cuda:1 -&gt; physical GPU 6" in mapping and "CUDA_DEVICE_ORDER=PCI_BUS_ID is set" in mapping
     code = code_html([3, 6])
     assert code.startswith("<pre>") and "CUDA_VISIBLE_DEVICES&quot;] = &quot;3,6&quot;" in code
+    assert "<pre>CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,6 python train.py</pre>" in code
+
+
+def test_nothing_selected_shows_hints_never_an_empty_value():
+    """CUDA_VISIBLE_DEVICES="" copied from an untouched picker would hide every GPU."""
+    assert NOTHING_SELECTED in value_html([]) and "CUDA_VISIBLE_DEVICES" not in value_html([])
+    assert mapping_html(FLEET, []) == ""
+    assert "CUDA_VISIBLE_DEVICES" not in code_html([]) and "once GPUs are selected" in code_html([])
+    assert ORDER_NOTE.startswith("physical ids are NVML's, in PCI bus order")
 
 
 def test_picker_on_the_demo_fleet_is_labelled_and_classed():
@@ -87,7 +146,8 @@ def test_picker_on_the_demo_fleet_is_labelled_and_classed():
     assert "gpu-picker-pick" in picker.pick_button._dom_classes
     assert "gpu-picker-value" in picker.value._dom_classes
     assert DEMO_LABEL in picker.table.value
-    assert 'CUDA_VISIBLE_DEVICES=""' in picker.value.value
+    assert NOTHING_SELECTED in picker.value.value and "CUDA_VISIBLE_DEVICES" not in picker.value.value
+    assert "CUDA_VISIBLE_DEVICES" not in picker.code.value
 
 
 def test_ticking_checkboxes_updates_everything():
@@ -100,6 +160,8 @@ def test_ticking_checkboxes_updates_everything():
     assert "&quot;4,0&quot;" in picker.code.value
     picker.checks[4].value = False
     assert picker.value_string == "0"
+    picker.checks[0].value = False
+    assert NOTHING_SELECTED in picker.value.value and picker.mapping.value == ""
 
 
 def test_pick_most_free_through_the_button_ticks_the_boxes():

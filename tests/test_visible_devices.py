@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,6 +14,7 @@ from course_utils import visible_devices as vd
 from course_utils.gpus import MIB, GpuInfo, Inventory, demo_inventory
 from course_utils.visible_devices import (
     choose_by_free_memory,
+    cuda_driver_started,
     cuda_semantics,
     device_order,
     logical_to_physical,
@@ -21,6 +24,7 @@ from course_utils.visible_devices import (
     run_with_visible_devices,
     script_header,
     set_visible_devices,
+    shell_command,
     visible_devices_value,
 )
 
@@ -41,26 +45,108 @@ FLEET = demo_inventory()
         ("garbage", []),
         ("1,garbage,2", [1]),
         ("1,9,2", [1]),  # an index the machine lacks ends the list
+        ("2,9,3", [2]),
         ("0,0", []),  # a repeat empties the list, as torch.cuda._parse_visible_devices reads it
+        ("0,8,0", []),  # repeats are checked before indices are compared with the GPU count
+        ("0,8,8", []),
+        ("0,1,-1,0", [0, 1]),  # a repeat after the first invalid entry is never read
+        ("3d3e0a11-7c2f-4b8e-9a61-000000000003", [3]),  # no "GPU-": strtoul reads the leading 3
         ("GPU-3,GPU-6", [3, 6]),
+        ("GPU-3, GPU-6", [3]),  # UUID entries are not stripped: " GPU-6" is not a UUID entry
+        ("GPU-6,GPU-x,GPU-6", []),  # the same text twice, before the first non-UUID entry
+        ("GPU-6,1,GPU-6", [6]),  # ... but not after it
+        ("GPU-3,GPU-3d3e", []),  # two prefixes of one GPU
         ("GPU-3d3e0a11-7c2f-4b8e-9a61-000000000003", [3]),
+        ("GPU-3D3E0A11", []),  # case-sensitive
         ("GPU-3,2", [3]),
         ("GPU-,GPU-1", []),  # "GPU-" matches every GPU: ambiguous, so the list ends there
-        ("MIG-GPU-1/1/0", []),
     ],
 )
 def test_cuda_semantics(value, expected):
     assert cuda_semantics(value, FLEET) == expected
 
 
-INDEX_VALUES = ["0,4", "4,0", "0,1,-1,2", "-1", "", "2,1gpu", "1,garbage,2", "0,0", "7,5,3"]
+@pytest.mark.parametrize("value", ["MIG-GPU-1/1/0", "MIG-8932f937-d72c-4106-c12f-20bd9faed9f6,MIG-x"])
+def test_cuda_semantics_does_not_model_mig(value):
+    with pytest.raises(ValueError, match="MIG instance: not modelled by this course"):
+        cuda_semantics(value, FLEET)
 
 
-@pytest.mark.parametrize("value", INDEX_VALUES)
-def test_cuda_semantics_agrees_with_pytorchs_own_parser_for_indices(monkeypatch, value):
-    """torch.cuda._parse_visible_devices is PyTorch's emulation of CUDA's reading (used for NVML counts)."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
-    assert cuda_semantics(value, FLEET) == torch.cuda._parse_visible_devices()
+def pytorch_reading(monkeypatch, value: str | None, uuids: list[str]) -> list[int]:
+    """PyTorch's own emulation, with its two NVML queries answered by `uuids`, as PyTorch's tests patch them.
+
+    `_parse_visible_devices` reads the variable; `_device_count_nvml` cuts an index list at the
+    first index NVML lacks (its length is the count); `_transform_uuid_to_ordinals` resolves UUIDs.
+    """
+    if value is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    monkeypatch.setattr(torch.cuda, "_raw_device_count_nvml", lambda: len(uuids))
+    monkeypatch.setattr(torch.cuda, "_raw_device_uuid_nvml", lambda: list(uuids))
+    listed = torch.cuda._parse_visible_devices()
+    count = torch.cuda._device_count_nvml()
+    if listed and isinstance(listed[0], str):
+        listed = torch.cuda._transform_uuid_to_ordinals(listed, list(uuids))
+        assert len(listed) == count
+    return list(listed[:count])
+
+
+INDEX_TOKENS = ["0", "1", "3", "7", "8", "9", "12", "-1", "+2", "07", "1gpu", "garbage", "", " 3", "3 "]
+UUID_TOKENS = [
+    "GPU-3",
+    "GPU-6",
+    "GPU-3d3e",
+    "GPU-6d3e0a11-7c2f-4b8e-9a61-000000000006",
+    "GPU-x",
+    "GPU-",
+    " GPU-6",
+    "GPU-6 ",
+    "GPU-3D3E",
+    "3",
+    "3d3e0a11",
+    "garbage",
+]
+
+
+def generated_values(tokens: list[str], longest: int) -> list[str]:
+    """Every comma-separated list of 1..longest tokens (repeats included)."""
+    return [
+        ",".join(combo) for size in range(1, longest + 1) for combo in itertools.product(tokens, repeat=size)
+    ]
+
+
+@pytest.mark.parametrize("size", [8, 2], ids=["8-gpus", "2-gpus"])
+def test_cuda_semantics_agrees_with_pytorch_on_generated_index_lists(monkeypatch, size):
+    """Thousands of lists with out-of-range, repeated, negative, signed and wordy entries."""
+    inventory = Inventory(gpus=FLEET.gpus[:size], source="demo")
+    uuids = [gpu.uuid for gpu in inventory.gpus]
+    values = [None, *generated_values(INDEX_TOKENS, 3)]
+    assert len(values) > 3000
+    for value in values:
+        assert cuda_semantics(value, inventory) == pytorch_reading(monkeypatch, value, uuids), value
+
+
+@pytest.mark.parametrize("size", [8, 4], ids=["8-gpus", "4-gpus"])
+def test_cuda_semantics_agrees_with_pytorch_on_generated_uuid_lists(monkeypatch, size):
+    """UUID lists: prefixes, unknown and ambiguous ones, spaces, upper case, repeats, mixed with indices."""
+    inventory = Inventory(gpus=FLEET.gpus[:size], source="demo")
+    uuids = [gpu.uuid for gpu in inventory.gpus]
+    values = [v for v in generated_values(UUID_TOKENS, 3) if v.startswith("GPU-")]
+    assert len(values) > 1000
+    for value in values:
+        assert cuda_semantics(value, inventory) == pytorch_reading(monkeypatch, value, uuids), value
+
+
+def test_the_documented_differences_from_pytorchs_helper(monkeypatch):
+    """A bare sign: PyTorch's helper raises ValueError, CUDA's strtoul finds no number (invalid entry)."""
+    for value in ["+", "1,-", "2,+x"]:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+        with pytest.raises(ValueError):
+            torch.cuda._parse_visible_devices()
+    assert cuda_semantics("+", FLEET) == [] and cuda_semantics("1,-", FLEET) == [1]
+    assert cuda_semantics("2,+x", FLEET) == [2]
+    assert cuda_semantics("\u0663", FLEET) == []  # ARABIC-INDIC DIGIT THREE: not a digit for strtoul
 
 
 @pytest.mark.parametrize(
@@ -88,12 +174,41 @@ def test_strict_parse_accepts_good_values(value, expected):
         ("GPU-3,1", "mixes GPU UUIDs and indices"),
         ("1,GPU-3", "mixes GPU UUIDs and indices"),
         ("MIG-GPU-1/1/0", "names a MIG instance"),
+        ("MIG-8932f937-d72c-4106-c12f-20bd9faed9f6", "`MIG-<uuid>`, or `MIG-GPU-<uuid>/<gi>/<ci>`"),
+        (
+            "3d3e0a11-7c2f-4b8e-9a61-000000000003",
+            "looks like the UUID of GPU 3 without its 'GPU-' prefix (CUDA would read only its leading "
+            "digits, as GPU 3); write it as 'GPU-3d3e0a11-7c2f-4b8e-9a61-000000000003'.",
+        ),
+        ("6d3e0a11", "write it as 'GPU-6d3e0a11'"),
+        ("1,6d3e0a11", "entry 2 ('6d3e0a11') looks like the UUID of GPU 6 without"),
+        ("GPU-3,6d3e0a11", "entry 2 ('6d3e0a11') looks like the UUID of GPU 6 without"),
+        ("gpu-3d3e0a11", "with 'gpu-' for 'GPU-' (CUDA would find no number in it and stop there)"),
+        (
+            "GPU-3D3E0A11",
+            "looks like the UUID of GPU 3 in upper case; UUIDs are lower-case hex, as `nvidia-smi -L` "
+            "prints them",
+        ),
+        ("GPU-3,GPU-6D3E0A11", "entry 2 ('GPU-6D3E0A11') looks like the UUID of GPU 6 in upper case"),
+        ("GPU-3, GPU-6", "has spaces around it"),
     ],
 )
 def test_strict_parse_rejects_bad_values_and_says_why(value, message):
     with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES") as err:
         parse_visible_devices(value, FLEET)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["3d3e", "beefcafe", "12345678", "GPU-ffffffff"])
+def test_strict_parse_gives_no_uuid_hint_for_what_is_not_a_uuid_of_the_inventory(value):
+    with pytest.raises(ValueError) as err:
+        parse_visible_devices(value, FLEET)
+    assert "looks like the UUID" not in str(err.value)
+
+
+def test_strict_parse_accepts_every_full_uuid_of_the_fleet():
+    value = ",".join(gpu.uuid for gpu in reversed(FLEET.gpus))
+    assert parse_visible_devices(value, FLEET) == list(range(7, -1, -1)) == cuda_semantics(value, FLEET)
 
 
 def test_strict_parse_on_an_empty_inventory_says_only_empty_is_valid():
@@ -146,11 +261,18 @@ def test_choose_breaks_ties_by_index_not_by_list_position():
         (-2, r"cannot choose -2 GPU\(s\)"),
         (2.5, "n must be a whole number of GPUs"),
         (True, "n must be a whole number of GPUs"),
+        ("2", "n must be a whole number of GPUs"),
+        (np.float64(2), "n must be a whole number of GPUs"),
     ],
 )
 def test_choose_rejects_bad_n(n, message):
     with pytest.raises(ValueError, match=message):
         choose_by_free_memory(FLEET, n)
+
+
+def test_choose_accepts_numpy_integers():
+    assert choose_by_free_memory(FLEET, np.int64(2)) == [3, 6]
+    assert choose_by_free_memory(FLEET, np.array([3])[0]) == [3, 6, 1]
 
 
 def test_choose_from_an_empty_inventory():
@@ -197,7 +319,19 @@ def test_script_header_assigns_before_importing_torch():
     assert env == {"CUDA_VISIBLE_DEVICES": "3,6", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def test_set_visible_devices_overwrites_and_returns_the_old_value():
+def test_shell_command_sets_the_order_too():
+    assert shell_command("3,6") == "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,6 python train.py"
+    assert shell_command("") == "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES='' python train.py"
+    assert shell_command("GPU-3d3e", "eval.py").endswith("CUDA_VISIBLE_DEVICES=GPU-3d3e python eval.py")
+
+
+@pytest.fixture
+def no_cuda_driver(monkeypatch):
+    """This process as if no CUDA driver library were loaded, whatever the machine."""
+    monkeypatch.setattr(vd, "cuda_driver_started", lambda: False)
+
+
+def test_set_visible_devices_overwrites_and_returns_the_old_value(no_cuda_driver):
     env = {"CUDA_VISIBLE_DEVICES": "0"}
     assert set_visible_devices("3,6", FLEET, environ=env) == "0"
     assert env == {"CUDA_VISIBLE_DEVICES": "3,6", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -206,7 +340,7 @@ def test_set_visible_devices_overwrites_and_returns_the_old_value():
     assert env == {"CUDA_VISIBLE_DEVICES": ""}
 
 
-def test_setdefault_is_the_bug_set_visible_devices_fixes():
+def test_setdefault_is_the_bug_set_visible_devices_fixes(no_cuda_driver):
     env = {"CUDA_VISIBLE_DEVICES": "0"}
     env.setdefault("CUDA_VISIBLE_DEVICES", "3,6")
     assert env["CUDA_VISIBLE_DEVICES"] == "0"
@@ -221,10 +355,12 @@ def test_set_visible_devices_refuses_once_cuda_is_initialised(monkeypatch):
         set_visible_devices("3,6", environ=env)
     assert "would silently change nothing" in str(err.value)
     assert "run_with_visible_devices" in str(err.value)
+    shell = "in the shell: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,6 python train.py"
+    assert shell in str(err.value)
     assert env == {"CUDA_VISIBLE_DEVICES": "0"}  # nothing was changed
 
 
-def test_set_visible_devices_with_cuda_not_initialised(monkeypatch):
+def test_set_visible_devices_with_cuda_not_initialised(monkeypatch, no_cuda_driver):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     env: dict[str, str] = {}
     set_visible_devices("1", environ=env)
@@ -243,18 +379,114 @@ def test_set_visible_devices_explicit_initialised_flag():
         set_visible_devices("1", environ={}, cuda_initialized=True)
 
 
-def test_set_visible_devices_without_torch_imported(monkeypatch):
+def test_set_visible_devices_without_torch_imported(monkeypatch, no_cuda_driver):
     monkeypatch.delitem(sys.modules, "torch")
     env: dict[str, str] = {}
     set_visible_devices("2", environ=env)
     assert env["CUDA_VISIBLE_DEVICES"] == "2"
 
 
-def test_set_visible_devices_uses_os_environ_by_default(monkeypatch):
+def test_set_visible_devices_uses_os_environ_by_default(monkeypatch, no_cuda_driver):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
     assert set_visible_devices("1,0") == "garbage"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1,0"
+
+
+MAPS_WITHOUT_CUDA = """\
+55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /usr/bin/python3.11
+7f3a1c000000-7f3a1c200000 r-xp 00000000 08:01 5678 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f3a1d000000-7f3a1d100000 r-xp 00000000 08:01 9012 /opt/venv/lib/torch/lib/libcudart.so.12
+"""
+MAPS_WITH_CUDA = MAPS_WITHOUT_CUDA + (
+    "7f3a1d200000-7f3a1d201000 rw-p 00000000 00:00 0 \n"  # an anonymous mapping: no path
+    "7f3a1e000000-7f3a1f000000 r-xp 00000000 08:01 3456 /usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06\n"
+)
+
+
+class FakeLibcuda:
+    """A stand-in for the CUDA driver library: cuDeviceGetCount answers `status`."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.opened: list[str] = []
+
+    def __call__(self, path: str) -> FakeLibcuda:
+        self.opened.append(path)
+        return self
+
+    def cuDeviceGetCount(self, count) -> int:
+        return self.status
+
+
+LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"
+
+
+@pytest.fixture
+def maps(tmp_path):
+    """Two fake /proc/self/maps files: without and with the CUDA driver library."""
+    without, with_cuda = tmp_path / "maps-without", tmp_path / "maps-with"
+    without.write_text(MAPS_WITHOUT_CUDA)
+    with_cuda.write_text(MAPS_WITH_CUDA)
+    return without, with_cuda
+
+
+def test_cuda_driver_started_without_the_driver_library(maps):
+    without, _ = maps
+    never = FakeLibcuda(0)
+    assert cuda_driver_started(without, load=never) is False  # libcudart alone does not count
+    assert never.opened == []  # the driver library is never loaded by the check itself
+
+
+def test_cuda_driver_loaded_by_import_torch_but_not_started(maps):
+    """A CUDA build of torch maps libcuda at import; cuInit has not run: CUDA has not read the variable."""
+    _, with_cuda = maps
+    lib = FakeLibcuda(3)  # CUDA_ERROR_NOT_INITIALIZED
+    assert cuda_driver_started(with_cuda, load=lib) is False
+    assert lib.opened == [LIBCUDA]  # the very library in the map, not another copy
+
+
+@pytest.mark.parametrize("status", [0, 100, 999])  # success, no device, unknown: cuInit ran
+def test_cuda_driver_started_once_cuinit_ran(maps, status):
+    _, with_cuda = maps
+    assert cuda_driver_started(with_cuda, load=FakeLibcuda(status)) is True
+
+
+def test_cuda_driver_started_cannot_tell(maps, tmp_path):
+    _, with_cuda = maps
+
+    def broken(path):
+        raise OSError(f"{path}: cannot open shared object file")
+
+    assert cuda_driver_started(with_cuda, load=broken) is None
+    assert cuda_driver_started(with_cuda, load=lambda path: object()) is None  # no such function
+    assert cuda_driver_started(tmp_path / "no-such-file") is None  # not Linux, or unreadable
+
+
+def test_cuda_driver_started_on_this_machine():
+    started = cuda_driver_started()
+    if not os.path.exists("/proc/self/maps"):
+        assert started is None
+    elif not torch.cuda.is_available():  # no NVIDIA driver here: nothing to start
+        assert started is False
+
+
+def test_set_visible_devices_refuses_once_the_cuda_driver_started(monkeypatch, maps):
+    """is_available() runs cuInit without making is_initialized() True: the driver itself says so."""
+    _, with_cuda = maps
+    lib = FakeLibcuda(0)
+    real = vd.cuda_driver_started
+    monkeypatch.setattr(vd, "cuda_driver_started", lambda: real(with_cuda, load=lib))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    env = {"CUDA_VISIBLE_DEVICES": "0"}
+    with pytest.raises(RuntimeError, match=r"the CUDA driver has already started in this process") as err:
+        set_visible_devices("3,6", environ=env)
+    assert "torch.cuda.is_available()" in str(err.value) and "would silently change nothing" in str(err.value)
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,6 python train.py" in str(err.value)
+    assert env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert set_visible_devices("3,6", environ=env, cuda_initialized=False) == "0"  # the caller's word wins
+    lib.status = 3  # only loaded (import torch), not started: setting still works
+    assert set_visible_devices("1", environ=env) == "3,6"
 
 
 def test_child_process_sees_the_variable(monkeypatch):

@@ -3,19 +3,131 @@
 Used by notebook 00 so that a student (or an instructor reading a bug report) sees at once
 which Python and PyTorch run, which accelerator PyTorch found, what NVML says, and how many
 CPU cores and how much memory there are.
+
+In a container (Binder, Docker, Kubernetes, a job scheduler) `psutil` and `os.cpu_count()` see the
+host: 64 GiB and 32 cores where the course may use 2 GiB and one core. The report therefore also
+reads the control group (cgroup) limits of this process and shows them where they are lower.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import torch
 
 from course_utils.gpus import Inventory, nvml_inventory
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_SELF_CGROUP = Path("/proc/self/cgroup")
+_V1_NO_LIMIT = 2**60  # cgroup v1 writes about 2**63 (rounded to a page) for "no memory limit"
+N = TypeVar("N", int, float)
+
+
+@dataclass(frozen=True)
+class CgroupLimits:
+    """Limits that this process's control group (its container) sets; None where it sets none."""
+
+    memory_bytes: int | None = None
+    cpus: float | None = None  # CPU time quota in CPUs: 1.5 means 150 ms of CPU time per 100 ms
+
+
+def _read(path: Path) -> str | None:
+    """A small kernel file's text, or None when it is missing or unreadable."""
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir that also says False where we may not look (Path.is_dir raises on EACCES)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _own_cgroups(proc_self_cgroup: Path) -> dict[str, str]:
+    """This process's cgroup path per controller ("" for the v2 unified hierarchy), from /proc/self/cgroup."""
+    paths: dict[str, str] = {}
+    for line in (_read(proc_self_cgroup) or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                paths[controller] = parts[2]
+    return paths
+
+
+def _cgroup_dirs(base: Path, own: str | None) -> list[Path]:
+    """The process's cgroup folder under `base` and each parent up to `base`, deepest first.
+
+    Limits of a parent apply to its children too, so all of them count. In a container the
+    process's path is often not visible (or is "/"): then only `base` itself, which is the
+    container's own cgroup, is left.
+    """
+    parts = [p for p in (own or "").split("/") if p]
+    candidates = [base.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+    return [d for d in candidates if _is_dir(d)]
+
+
+def _memory_limit(text: str | None, v1: bool) -> int | None:
+    """Bytes from memory.max (v2: a number or "max") or memory.limit_in_bytes (v1: huge means none)."""
+    if text is None or not text.isdigit():
+        return None
+    value = int(text)
+    return None if v1 and value >= _V1_NO_LIMIT else value
+
+
+def _cpu_limit(quota: str | None, period: str | None) -> float | None:
+    """CPUs from a quota and a period in microseconds; None for "max" (v2) or -1 (v1): no quota."""
+    try:
+        q, p = int(quota or ""), int(period or "")
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def _smallest(values: Iterable[N | None]) -> N | None:
+    """The tightest of the limits found, or None when there is none."""
+    found = [v for v in values if v is not None]
+    return min(found) if found else None
+
+
+def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CGROUP) -> CgroupLimits:
+    """The memory and CPU limits of this process's cgroup (v2, else v1); never raises.
+
+    cgroup v2 (one hierarchy, `root/cgroup.controllers` exists): `memory.max` holds bytes or
+    "max", `cpu.max` holds "<quota> <period>" or "max <period>". cgroup v1: the `memory/` and
+    `cpu/` hierarchies hold `memory.limit_in_bytes` and `cpu.cfs_quota_us`/`cpu.cfs_period_us`
+    (-1: no quota). The arguments exist so that tests can point them at fake files. On macOS and
+    Windows, where these files do not exist, there are no limits to report.
+    """
+    own = _own_cgroups(proc_self_cgroup)
+    if _read(root / "cgroup.controllers") is not None:
+        dirs = _cgroup_dirs(root, own.get(""))
+        memory = _smallest([_memory_limit(_read(d / "memory.max"), v1=False) for d in dirs])
+        cpus = []
+        for d in dirs:
+            quota, _, period = (_read(d / "cpu.max") or "").partition(" ")
+            cpus.append(_cpu_limit(quota, period))
+        return CgroupLimits(memory_bytes=memory, cpus=_smallest(cpus))
+    memory_dirs = _cgroup_dirs(root / "memory", own.get("memory"))
+    memory = _smallest([_memory_limit(_read(d / "memory.limit_in_bytes"), v1=True) for d in memory_dirs])
+    cpu_base = root / "cpu" if _is_dir(root / "cpu") else root / "cpu,cpuacct"  # "cpu" is usually a link
+    cpu_dirs = _cgroup_dirs(cpu_base, own.get("cpu"))
+    cpus = [_cpu_limit(_read(d / "cpu.cfs_quota_us"), _read(d / "cpu.cfs_period_us")) for d in cpu_dirs]
+    return CgroupLimits(memory_bytes=memory, cpus=_smallest(cpus))
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -31,9 +143,29 @@ class EnvironmentReport:
     nvml: Inventory
     cuda_visible_devices: str | None
     cpu_cores: int
-    usable_cpu_cores: int
-    ram_bytes: int
+    usable_cpu_cores: int  # CPUs this process may run on (its affinity mask)
+    ram_bytes: int  # the host's memory, as the operating system reports it
     ipywidgets_version: str | None
+    cpu_quota: float | None = None  # the container's CPU time quota, in CPUs; None for none
+    ram_limit_bytes: int | None = None  # the container's memory limit; None for none
+
+    @property
+    def usable_ram_bytes(self) -> int:
+        """The memory the course can really use: the container's limit where it is below the host's RAM."""
+        return min(self.ram_bytes, self.ram_limit_bytes or self.ram_bytes)
+
+    def _cpu_row(self) -> str:
+        if self.cpu_quota is not None and self.cpu_quota < self.usable_cpu_cores:
+            return (
+                f"{self.cpu_quota:g} / {self.cpu_cores} "
+                f"(container CPU quota; the affinity mask allows {self.usable_cpu_cores})"
+            )
+        return f"{self.usable_cpu_cores} / {self.cpu_cores}"
+
+    def _ram_row(self) -> str:
+        if self.usable_ram_bytes < self.ram_bytes:
+            return f"{_gib(self.usable_ram_bytes)} (container limit; host has {_gib(self.ram_bytes)})"
+        return _gib(self.ram_bytes)
 
     def rows(self) -> list[tuple[str, str]]:
         """The report as (label, value) pairs, in reading order."""
@@ -52,8 +184,8 @@ class EnvironmentReport:
             ("Device names", names),
             ("NVML", nvml),
             ("CUDA_VISIBLE_DEVICES", visible),
-            ("CPU cores (usable / total)", f"{self.usable_cpu_cores} / {self.cpu_cores}"),
-            ("RAM", f"{self.ram_bytes / 2**30:.1f} GiB"),
+            ("CPU cores (usable / total)", self._cpu_row()),
+            ("RAM", self._ram_row()),
             ("ipywidgets", self.ipywidgets_version or "missing: the GPU picker will not show"),
         ]
 
@@ -81,8 +213,14 @@ def _version_of(distribution: str) -> str | None:
         return None
 
 
-def environment_report() -> EnvironmentReport:
-    """Collect the report; never raises on a machine without GPUs or drivers."""
+def environment_report(
+    cgroup_root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CGROUP
+) -> EnvironmentReport:
+    """Collect the report; never raises on a machine without GPUs, drivers or cgroups.
+
+    `cgroup_root` and `proc_self_cgroup` say where to read container limits (see
+    `read_cgroup_limits`); tests point them at fake files.
+    """
     available = torch.accelerator.is_available()
     kind = torch.accelerator.current_accelerator().type if available else None
     count = torch.accelerator.device_count() if available else 0
@@ -90,6 +228,7 @@ def environment_report() -> EnvironmentReport:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS and Windows have no affinity call
         usable = os.cpu_count() or 1
+    limits = read_cgroup_limits(cgroup_root, proc_self_cgroup)
     return EnvironmentReport(
         python_version=platform.python_version(),
         torch_version=torch.__version__,
@@ -103,4 +242,6 @@ def environment_report() -> EnvironmentReport:
         usable_cpu_cores=usable,
         ram_bytes=psutil.virtual_memory().total,
         ipywidgets_version=_version_of("ipywidgets"),
+        cpu_quota=limits.cpus,
+        ram_limit_bytes=limits.memory_bytes,
     )

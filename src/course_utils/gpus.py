@@ -27,20 +27,29 @@ class GpuProcess:
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One physical GPU as NVML reports it; memory in bytes, utilisation in percent."""
+    """One physical GPU as NVML reports it; memory in bytes, utilisation in percent.
+
+    A field NVML could not read (a lost GPU, no permission, a query the GPU or the driver does
+    not support) is "unknown" for text, None for numbers and for `processes`, and `notes` says
+    what failed and why. The GPU stays in the inventory at its index, because indices are what
+    `CUDA_VISIBLE_DEVICES` and nvidia-smi use.
+    """
 
     index: int
     name: str
     uuid: str
     pci_bus_id: str
-    memory_total: int
-    memory_used: int
+    memory_total: int | None  # None: unknown
+    memory_used: int | None  # None: unknown
     utilization: int | None = None
-    processes: tuple[GpuProcess, ...] = ()
+    processes: tuple[GpuProcess, ...] | None = ()  # None: NVML could not list them
+    notes: tuple[str, ...] = ()  # what NVML could not read about this GPU, and why
 
     @property
-    def memory_free(self) -> int:
-        """Bytes not in use (total minus used)."""
+    def memory_free(self) -> int | None:
+        """Bytes not in use (total minus used); None when NVML could not read the memory."""
+        if self.memory_total is None or self.memory_used is None:
+            return None
         return self.memory_total - self.memory_used
 
 
@@ -50,11 +59,14 @@ class Inventory:
 
     gpus: tuple[GpuInfo, ...] = ()
     source: str = "nvml"  # "nvml" for real hardware, "demo" for a made-up fleet
-    driver_version: str | None = None
+    driver_version: str | None = None  # "unknown" when NVML could not tell
     reason: str | None = None  # set when NVML could not be used
 
     def __len__(self) -> int:
         return len(self.gpus)
+
+
+UNKNOWN = "unknown"
 
 
 def _text(value: str | bytes) -> str:
@@ -62,8 +74,12 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def explain_nvml_error(err: Exception) -> str:
-    """Turn an NVML initialisation error into one sentence that says what to do."""
+def explain_nvml_error(err: Exception, doing: str = "start") -> str:
+    """Turn an NVML error into one sentence that says what to do; `doing` names the failed step.
+
+    The default (`doing="start"`) is for `nvmlInit()`; `nvml_inventory` passes what it was
+    reading ("count the GPUs", "read GPU 2's memory") for errors that come later.
+    """
     kind = type(err).__name__
     if "LibraryNotFound" in kind:
         return (
@@ -77,65 +93,147 @@ def explain_nvml_error(err: Exception) -> str:
         return "NVML refused access (no permission); ask your administrator."
     if "InsufficientSize" in kind or "LibRmVersionMismatch" in kind:
         return f"NVML and the kernel driver disagree ({err}); reboot after a driver update."
-    return f"NVML could not start: {kind}: {err}"
+    if "GpuIsLost" in kind:
+        return (
+            f"NVML could not {doing}: a GPU is lost (it stopped answering: fell off the bus or "
+            "crashed); `nvidia-smi` shows which, and it needs a GPU reset or a reboot."
+        )
+    if "LibraryMismatch" in kind:
+        return (
+            f"NVML could not {doing}: nvidia-ml-py calls a function this driver's NVML lacks "
+            "(the driver is older than the bindings); update the driver, or install an "
+            "nvidia-ml-py release as old as the driver."
+        )
+    return f"NVML could not {doing}: {kind}: {err}"
 
 
-def _optional(call: Callable[[], T], default: T) -> T:
-    """Call an NVML query that some GPUs or containers do not support."""
-    try:
-        return call()
-    except Exception:  # NVMLError_NotSupported and friends: report as unknown
-        return default
+def _nvml_errors(pynvml: ModuleType) -> tuple[type[Exception], ...]:
+    """The exceptions an NVML query may raise: NVMLError and, in nvidia-ml-py 12+, a version mismatch.
+
+    `NVMLLibraryMismatchError` (raised when the bindings call a function version the driver
+    lacks, e.g. the process queries on old drivers) is not an NVMLError subclass.
+    """
+    errors: list[type[Exception]] = [pynvml.NVMLError]
+    mismatch = getattr(pynvml, "NVMLLibraryMismatchError", None)
+    if isinstance(mismatch, type) and issubclass(mismatch, Exception):
+        errors.append(mismatch)
+    return tuple(errors)
 
 
-def _processes(pynvml: ModuleType, handle: object) -> tuple[GpuProcess, ...]:
-    """Compute and graphics processes on one GPU, with names when the OS lets us read them."""
+class _GpuReader:
+    """Reads one GPU's fields through NVML; a failed field becomes its default plus a note."""
+
+    def __init__(self, pynvml: ModuleType, index: int) -> None:
+        self.pynvml = pynvml
+        self.index = index
+        self.errors = _nvml_errors(pynvml)
+        self.notes: list[str] = []
+
+    def read(
+        self, what: str, call: Callable[[], T], default: T, *, doing: str = "", quiet: bool = False
+    ) -> T:
+        """`call()`, or `default` with a note "<what> unknown: <why>" when NVML raises."""
+        try:
+            return call()
+        except self.errors as err:
+            if not quiet:
+                why = explain_nvml_error(err, doing=doing or f"read GPU {self.index}'s {what}")
+                self.notes.append(f"{what} unknown: {why}")
+            return default
+
+
+def _processes(reader: _GpuReader, handle: object) -> tuple[GpuProcess, ...] | None:
+    """Compute and graphics processes on one GPU, with names when the OS lets us read them.
+
+    None when NVML could not list them (not supported, no permission, bindings newer than the
+    driver): "unknown" is then the truth, not "no process".
+    """
+    pynvml = reader.pynvml
     found: dict[int, GpuProcess] = {}
     for query in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-        for proc in _optional(lambda q=query: getattr(pynvml, q)(handle), []):
+        procs = reader.read("processes", lambda q=query: list(getattr(pynvml, q)(handle)), None)
+        if procs is None:
+            return None
+        for proc in procs:
             used = getattr(proc, "usedGpuMemory", None)
-            name = _optional(lambda p=proc: _text(pynvml.nvmlSystemGetProcessName(p.pid)), "?")
-            found[proc.pid] = GpuProcess(int(proc.pid), name, used)
+            name = reader.read(
+                "process name", lambda p=proc: _text(pynvml.nvmlSystemGetProcessName(p.pid)), "?", quiet=True
+            )
+            found[int(proc.pid)] = GpuProcess(int(proc.pid), name, used)
     return tuple(found[pid] for pid in sorted(found))
 
 
+def _read_gpu(pynvml: ModuleType, index: int) -> GpuInfo:
+    """One GPU's GpuInfo; whatever NVML refuses is unknown, with a note, never an exception."""
+    reader = _GpuReader(pynvml, index)
+    handle = reader.read(
+        "everything", lambda: pynvml.nvmlDeviceGetHandleByIndex(index), None, doing=f"open GPU {index}"
+    )
+    if handle is None:
+        return GpuInfo(index, UNKNOWN, UNKNOWN, UNKNOWN, None, None, None, None, tuple(reader.notes))
+    memory = reader.read("memory", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), None)
+    return GpuInfo(
+        index=index,
+        name=reader.read("name", lambda: _text(pynvml.nvmlDeviceGetName(handle)), UNKNOWN),
+        uuid=reader.read("UUID", lambda: _text(pynvml.nvmlDeviceGetUUID(handle)), UNKNOWN),
+        pci_bus_id=reader.read("bus id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId), UNKNOWN),
+        memory_total=None if memory is None else int(memory.total),
+        memory_used=None if memory is None else int(memory.used),
+        # many GPUs (and vGPUs) do not report utilisation: n/a in the table, no note
+        utilization=reader.read(
+            "utilisation", lambda: int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu), None, quiet=True
+        ),
+        processes=_processes(reader, handle),
+        notes=tuple(reader.notes),
+    )
+
+
 def nvml_inventory() -> Inventory:
-    """Read every GPU through NVML; an empty Inventory with `reason` set when NVML is unusable."""
+    """Read every GPU through NVML; never raises for NVML's sake.
+
+    No NVML (no driver, no package, no permission to start it): an empty Inventory with
+    `reason` set. NVML started but cannot count the GPUs: the same. A GPU or a field that
+    fails later (a lost GPU, a query not supported): the GPU stays, its unreadable fields are
+    unknown and `GpuInfo.notes` says why; an unreadable driver version is "unknown".
+    """
     try:
         import pynvml
     except ImportError:
         return Inventory(reason="the nvidia-ml-py package is missing: pip install nvidia-ml-py")
+    errors = _nvml_errors(pynvml)
     try:
         pynvml.nvmlInit()
-    except pynvml.NVMLError as err:
+    except errors as err:
         return Inventory(reason=explain_nvml_error(err))
     try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(
-                GpuInfo(
-                    index=index,
-                    name=_text(pynvml.nvmlDeviceGetName(handle)),
-                    uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
-                    pci_bus_id=_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
-                    memory_total=int(memory.total),
-                    memory_used=int(memory.used),
-                    utilization=_optional(
-                        lambda h=handle: int(pynvml.nvmlDeviceGetUtilizationRates(h).gpu), None
-                    ),
-                    processes=_processes(pynvml, handle),
-                )
-            )
-        return Inventory(gpus=tuple(gpus), driver_version=driver)
+        try:
+            driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        except errors:
+            driver = UNKNOWN
+        try:
+            count = int(pynvml.nvmlDeviceGetCount())
+        except errors as err:
+            return Inventory(driver_version=driver, reason=explain_nvml_error(err, doing="count the GPUs"))
+        gpus = tuple(_read_gpu(pynvml, index) for index in range(count))
+        return Inventory(gpus=gpus, driver_version=driver)
     finally:
-        pynvml.nvmlShutdown()
+        try:
+            pynvml.nvmlShutdown()
+        except errors:
+            pass  # nothing left to do with NVML; what was read stands
+
+
+def _mib(value: int | None) -> str:
+    """Bytes as whole MiB, "?" when unknown."""
+    return "?" if value is None else f"{value // MIB}MiB"
 
 
 def smi_table(inventory: Inventory) -> str:
-    """An nvidia-smi-like text table of the inventory, or a plain explanation when it is empty."""
+    """An nvidia-smi-like text table of the inventory, or a plain explanation when it is empty.
+
+    Unknown values show as "?" (memory) and "n/a" (utilisation); a GPU whose processes NVML
+    could not list says "unknown", never "none"; notes on unreadable fields come last.
+    """
     if not inventory.gpus:
         why = inventory.reason or "NVML found no NVIDIA GPU."
         return f"No GPU to list. {why}"
@@ -144,16 +242,22 @@ def smi_table(inventory: Inventory) -> str:
     header = f"{'GPU':>3}  {'Name':<24} {'Bus-Id':<16} {'Memory-Usage':>21} {'Util':>5}"
     lines += [header, "-" * len(header)]
     for gpu in inventory.gpus:
-        usage = f"{gpu.memory_used // MIB}MiB / {gpu.memory_total // MIB}MiB"
+        usage = f"{_mib(gpu.memory_used)} / {_mib(gpu.memory_total)}"
         util = "n/a" if gpu.utilization is None else f"{gpu.utilization}%"
         lines.append(f"{gpu.index:>3}  {gpu.name[:24]:<24} {gpu.pci_bus_id[-16:]:<16} {usage:>21} {util:>5}")
     lines += ["", "Processes:"]
-    procs = [(gpu.index, p) for gpu in inventory.gpus for p in gpu.processes]
-    if not procs:
-        lines.append("  none")
-    for index, proc in procs:
-        used = "n/a" if proc.used_memory is None else f"{proc.used_memory // MIB}MiB"
-        lines.append(f"  GPU {index}  pid {proc.pid:>7}  {proc.name[:40]:<40} {used:>9}")
+    rows = []
+    for gpu in inventory.gpus:
+        if gpu.processes is None:
+            rows.append(f"  GPU {gpu.index}  unknown (NVML could not list them; see the notes)")
+            continue
+        for proc in gpu.processes:
+            used = "n/a" if proc.used_memory is None else f"{proc.used_memory // MIB}MiB"
+            rows.append(f"  GPU {gpu.index}  pid {proc.pid:>7}  {proc.name[:40]:<40} {used:>9}")
+    lines += rows or ["  none"]
+    notes = [f"  GPU {gpu.index}: {note}" for gpu in inventory.gpus for note in gpu.notes]
+    if notes:
+        lines += ["", "Notes:", *notes]
     return "\n".join(lines)
 
 
@@ -200,6 +304,9 @@ def demo_inventory() -> Inventory:
 
 
 def inventory_or_demo() -> Inventory:
-    """This machine's GPUs through NVML, or the demo fleet (labelled as such) when NVML finds none."""
+    """This machine's GPUs through NVML, or the demo fleet (labelled as such) when NVML finds none.
+
+    Never raises: NVML errors end up in the inventory (see `nvml_inventory`).
+    """
     real = nvml_inventory()
     return real if real.gpus else demo_inventory()

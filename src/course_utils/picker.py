@@ -10,6 +10,7 @@ browser test can find them.
 from __future__ import annotations
 
 import html
+import operator
 from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
@@ -18,18 +19,44 @@ from course_utils.gpus import MIB, Inventory, demo_inventory, nvml_inventory
 from course_utils.visible_devices import (
     choose_by_free_memory,
     mapping_lines,
-    parse_visible_devices,
     script_header,
+    shell_command,
     visible_devices_value,
 )
 
 DEMO_LABEL = "DEMO FLEET (made up, not this machine)"
+NOTHING_SELECTED = "nothing selected yet: tick GPUs, or pick the N with most free memory"
+ORDER_NOTE = (
+    "physical ids are NVML's, in PCI bus order as nvidia-smi numbers them: they name these GPUs "
+    "when CUDA_DEVICE_ORDER=PCI_BUS_ID is set, as the suggested lines do"
+)
+_HEAD = "padding:2px 10px;text-align:left;vertical-align:bottom"  # headers may wrap, padded apart
+_CELL = "padding:2px 10px;text-align:left;white-space:nowrap"
 
 
 def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]:
-    """The selection as a list of physical indices, checked against the inventory (ValueError if not)."""
-    chosen = [int(i) for i in selection]
-    parse_visible_devices(visible_devices_value(chosen), inventory)
+    """The selection as a list of physical indices, checked against the inventory (ValueError if not).
+
+    Each entry must be a whole number (any integer type, numpy's too) naming a GPU of the
+    inventory, once.
+    """
+    count = len(inventory.gpus)
+    valid = f"physical GPUs are numbered 0-{count - 1}" if count else "the inventory has no GPU"
+    chosen: list[int] = []
+    for item in selection:
+        try:
+            if isinstance(item, bool):
+                raise TypeError
+            index = operator.index(item)
+        except TypeError:
+            raise ValueError(
+                f"the selection holds physical GPU numbers (ints), not {item!r}; {valid}."
+            ) from None
+        if not 0 <= index < count:
+            raise ValueError(f"the selection names GPU {index}, but there is no GPU {index}; {valid}.")
+        if index in chosen:
+            raise ValueError(f"the selection repeats GPU {index}; tick each GPU once.")
+        chosen.append(index)
     return chosen
 
 
@@ -47,11 +74,18 @@ def source_label(inventory: Inventory) -> str:
 
 
 def selection_text(inventory: Inventory, selection: Sequence[int]) -> str:
-    """Plain-text summary of a selection: the source, the value to set, and logical -> physical."""
+    """Plain-text summary of a selection: the source, the value to set, logical -> physical, the shell line.
+
+    With nothing selected it says so instead of offering `CUDA_VISIBLE_DEVICES=""`, which
+    would hide every GPU.
+    """
     chosen = check_selection(inventory, selection)
+    lines = [f"[{source_label(inventory)}]"]
+    if not chosen:
+        return "\n".join([*lines, f'{NOTHING_SELECTED} (CUDA_VISIBLE_DEVICES="" would hide every GPU)'])
     value = visible_devices_value(chosen)
-    lines = [f"[{source_label(inventory)}]", f'CUDA_VISIBLE_DEVICES="{value}"']
-    lines += mapping_lines(value, inventory)
+    lines += [f'CUDA_VISIBLE_DEVICES="{value}"', *mapping_lines(value, inventory), f"({ORDER_NOTE})"]
+    lines.append(f"shell: {shell_command(value)}")
     return "\n".join(lines)
 
 
@@ -60,7 +94,7 @@ def _bar(fraction: float) -> str:
     pct = max(0.0, min(1.0, fraction)) * 100
     colour = "#d9534f" if pct >= 90 else "#f0ad4e" if pct >= 50 else "#5cb85c"
     return (
-        '<div class="gpu-picker-bar" style="width:140px;height:10px;background:#e6e6e6;'
+        '<div class="gpu-picker-bar" style="width:100px;height:10px;background:#e6e6e6;'
         'display:inline-block;vertical-align:middle">'
         f'<div style="width:{pct:.0f}%;height:100%;background:{colour}"></div></div>'
     )
@@ -74,41 +108,60 @@ def inventory_html(inventory: Inventory, selection: Sequence[int] = ()) -> str:
     logical = {physical: k for k, physical in enumerate(selection)}
     label = html.escape(source_label(inventory))
     style = "color:#b00;font-weight:bold" if inventory.source == "demo" else "font-weight:bold"
+    headers = ["GPU", "name", "bus id", "memory used", "free", "processes", "in your process"]
     rows = [
         f'<div class="gpu-picker-source" style="{style}">{label}</div>',
         '<table class="gpu-picker-table" style="border-collapse:collapse">',
-        "<tr><th>GPU</th><th>name</th><th>bus id</th><th>memory used</th><th>free</th>"
-        "<th>processes</th><th>in your process</th></tr>",
+        "<tr>" + "".join(f'<th style="{_HEAD}">{name}</th>' for name in headers) + "</tr>",
     ]
     for gpu in inventory.gpus:
-        used = gpu.memory_used / gpu.memory_total if gpu.memory_total else 0.0
+        if gpu.memory_total is None or gpu.memory_used is None or gpu.memory_free is None:
+            memory, free = "unknown", "unknown"
+        else:
+            used = gpu.memory_used / gpu.memory_total if gpu.memory_total else 0.0
+            memory = f"{_bar(used)} {gpu.memory_used // MIB} / {gpu.memory_total // MIB} MiB"
+            free = f"{gpu.memory_free // MIB} MiB"
+        processes = "unknown" if gpu.processes is None else str(len(gpu.processes))
         seen = f"cuda:{logical[gpu.index]}" if gpu.index in logical else "hidden"
-        weight = "font-weight:bold;" if gpu.index in logical else ""
-        rows.append(
-            f'<tr style="{weight}"><td>{gpu.index}</td><td>{html.escape(gpu.name)}</td>'
-            f"<td>{html.escape(gpu.pci_bus_id)}</td>"
-            f"<td>{_bar(used)} {gpu.memory_used // MIB} / {gpu.memory_total // MIB} MiB</td>"
-            f"<td>{gpu.memory_free // MIB} MiB</td><td>{len(gpu.processes)}</td><td>{seen}</td></tr>"
+        name, bus = html.escape(gpu.name), html.escape(gpu.pci_bus_id)
+        cells = "".join(
+            f'<td style="{_CELL}">{c}</td>' for c in (gpu.index, name, bus, memory, free, processes, seen)
         )
+        weight = "font-weight:bold;" if gpu.index in logical else ""
+        rows.append(f'<tr style="{weight}">{cells}</tr>')
     rows.append("</table>")
     return "\n".join(rows)
 
 
 def value_html(selection: Sequence[int]) -> str:
-    """The value to set, as the picker shows it (the browser test reads this text)."""
+    """The value to set, as the picker shows it (the browser test reads this text).
+
+    With nothing selected: a hint, not `CUDA_VISIBLE_DEVICES=""` (which would hide every GPU).
+    """
+    if not selection:
+        return f'<i class="gpu-picker-value-text">{html.escape(NOTHING_SELECTED)}</i>'
     value = visible_devices_value(selection)
     return f'<code class="gpu-picker-value-text">CUDA_VISIBLE_DEVICES="{value}"</code>'
 
 
 def mapping_html(inventory: Inventory, selection: Sequence[int]) -> str:
-    """The logical -> physical lines as HTML."""
+    """The logical -> physical lines as HTML, with the numbering they assume; empty for no selection."""
+    if not selection:
+        return ""
     lines = mapping_lines(visible_devices_value(selection), inventory)
-    return "<br>".join(html.escape(line) for line in lines)
+    note = f'<br><small class="gpu-picker-order-note">({html.escape(ORDER_NOTE)})</small>'
+    return "<br>".join(html.escape(line) for line in lines) + note
 
 
 def code_html(selection: Sequence[int]) -> str:
-    """The code to put at the top of a script, as an HTML <pre> block."""
-    return f"<pre>{html.escape(script_header(visible_devices_value(selection)))}</pre>"
+    """The lines for the top of a script and the shell line, as HTML; a hint when nothing is selected."""
+    if not selection:
+        return "<i>the lines for the top of your script appear here once GPUs are selected</i>"
+    value = visible_devices_value(selection)
+    return (
+        f"<pre>{html.escape(script_header(value))}</pre>"
+        f"<div>or in the shell:</div><pre>{html.escape(shell_command(value))}</pre>"
+    )
 
 
 class GpuPicker:
@@ -131,7 +184,6 @@ class GpuPicker:
         self.inventory = inventory
         self.selection: list[int] = []
         self._syncing = False
-        count = len(inventory.gpus)
         self.table = widgets.HTML()
         self.table.add_class("gpu-picker-table-box")
         self.checks: list[widgets.Checkbox] = []
@@ -141,13 +193,14 @@ class GpuPicker:
             box.add_class(f"gpu-picker-check-{gpu.index}")
             box.observe(self._on_tick(gpu.index), names="value")
             self.checks.append(box)
-        self.n_input = widgets.BoundedIntText(value=1, min=1, max=count, description="N:")
+        known = sum(gpu.memory_free is not None for gpu in inventory.gpus)
+        self.n_input = widgets.BoundedIntText(value=1, min=1, max=max(1, known), description="N:")
         self.n_input.add_class("gpu-picker-n")
         self.pick_button = widgets.Button(
             description="Pick the N with most free memory", layout=widgets.Layout(width="auto")
         )
         self.pick_button.add_class("gpu-picker-pick")
-        self.pick_button.on_click(lambda _button: self.pick_most_free(self.n_input.value))
+        self.pick_button.on_click(self._on_pick)
         self.value = widgets.HTML()
         self.value.add_class("gpu-picker-value")
         self.mapping = widgets.HTML()
@@ -169,6 +222,13 @@ class GpuPicker:
         self.widget.add_class("gpu-picker")
         self.widget.add_class(f"gpu-picker-{inventory.source}")
         self._refresh()
+
+    def _on_pick(self, _button: widgets.Button) -> None:
+        """The button: pick the N freest, or show why that cannot be done (no traceback in a widget log)."""
+        try:
+            self.pick_most_free(self.n_input.value)
+        except ValueError as err:
+            self.value.value = f'<span class="gpu-picker-error">{html.escape(str(err))}</span>'
 
     def _on_tick(self, index: int) -> Callable[[dict], None]:
         """A checkbox observer for GPU `index`."""

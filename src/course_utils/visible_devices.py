@@ -5,12 +5,14 @@ numbers the GPUs it was allowed to see 0, 1, 2... in the order of the list: the 
 ids `cuda:0`, `cuda:1`... of PyTorch. The *physical* ids are the ones nvidia-smi and NVML
 print. This module
 
-- reproduces CUDA's lenient reading (`cuda_semantics`: it silently stops at the first
-  entry it cannot use), and offers a strict reading (`parse_visible_devices`) that the
-  course's tools use: anything CUDA would silently drop is an error that says what to write;
+- reproduces CUDA's lenient reading as PyTorch emulates it (`cuda_semantics`: it silently
+  stops at the first entry it cannot use), and offers a strict reading
+  (`parse_visible_devices`) that the course's tools use: anything CUDA would silently drop is
+  an error that says what to write;
 - maps logical ids to physical GPUs of an inventory (`logical_to_physical`);
 - chooses the N GPUs with most free memory and writes the value to set;
-- sets the variable only when it still has an effect (`set_visible_devices`), and runs code
+- sets the variable only when it still has an effect (`set_visible_devices`, which also asks
+  whether the CUDA driver has started in this process: `cuda_driver_started`), and runs code
   in a child process whose environment carries the variable (`run_with_visible_devices`).
 
 Integer entries are CUDA's own device numbers. CUDA numbers devices "fastest first" unless
@@ -21,19 +23,29 @@ code this module writes always sets it) or when the ids are UUIDs, which never d
 
 from __future__ import annotations
 
+import ctypes
+import operator
 import os
 import re
+import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from course_utils.gpus import MIB, Inventory
 
 VAR = "CUDA_VISIBLE_DEVICES"
 ORDER_VAR = "CUDA_DEVICE_ORDER"
-_LEADING_INT = re.compile(r"[+-]?\d+")
-_PLAIN_INDEX = re.compile(r"\d+")
+_LEADING_INT = re.compile(r"[+-]?[0-9]+")
+_PLAIN_INDEX = re.compile(r"[0-9]+")
+_CUDA_ERROR_NOT_INITIALIZED = 3  # what the CUDA driver API answers before cuInit
+_UUID_BODY_MIN = 8  # hex digits before the first dash of a UUID: enough to tell a UUID from a word
+MIG_NOT_MODELLED = (
+    "MIG instance: not modelled by this course (an inventory lists whole GPUs; "
+    "MIG ids come from `nvidia-smi -L`)"
+)
 
 
 def _strtoul(entry: str) -> int:
@@ -43,42 +55,85 @@ def _strtoul(entry: str) -> int:
 
 
 def _uuid_matches(prefix: str, inventory: Inventory) -> list[int]:
-    """Physical indices of the GPUs whose UUID starts with `prefix`."""
+    """Physical indices of the GPUs whose UUID starts with `prefix` (case-sensitive, as in PyTorch)."""
     return [gpu.index for gpu in inventory.gpus if gpu.uuid.startswith(prefix)]
 
 
-def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
-    """The physical GPUs CUDA would make visible for `value`, in logical order, read as CUDA reads it.
+def _read_uuids(value: str, inventory: Inventory) -> list[int]:
+    """PyTorch's reading of a list that starts with "GPU-" (see `cuda_semantics`)."""
+    candidates: list[str] = []
+    for entry in value.split(","):  # entries are compared as written: no stripping
+        if entry in candidates:
+            return []  # the same text twice, before the first non-UUID entry: nothing visible
+        if not entry.startswith("GPU-"):
+            break
+        candidates.append(entry)
+    chosen: list[int] = []
+    for candidate in candidates:
+        matches = _uuid_matches(candidate, inventory)
+        if len(matches) != 1:
+            break  # unknown or ambiguous: this entry and everything after it are ignored
+        if matches[0] in chosen:
+            return []  # two prefixes of one GPU: nothing visible
+        chosen.append(matches[0])
+    return chosen
 
-    Unset (None) means every GPU; an empty string means none. CUDA walks the comma-separated
-    list and silently stops at the first entry it cannot use (`-1`, a word, an index the
-    machine does not have, an unknown or ambiguous UUID prefix): "0,1,-1,2" gives [0, 1] and
-    "-1" gives []. An integer entry is read like C's `strtoul`, so "1gpu" counts as 1. A
-    list that starts with `GPU-` is a list of UUIDs (or unique UUID prefixes); a list that
-    starts with a number is a list of numbers. A device named twice makes the list empty:
-    that is how PyTorch's own emulation of this parsing (`torch.cuda._parse_visible_devices`,
-    used for its NVML-based device count) treats repeats; NVIDIA does not document the case,
-    and `parse_visible_devices` refuses it outright. `MIG-` entries name MIG instances, which
-    an inventory of whole GPUs does not list: this function returns [] for them.
+
+def _read_indices(value: str, inventory: Inventory) -> list[int]:
+    """PyTorch's reading of a list of numbers (see `cuda_semantics`)."""
+    numbers: list[int] = []
+    for entry in value.split(","):
+        number = _strtoul(entry)
+        if number in numbers:
+            return []  # a repeat, before the first invalid entry: nothing visible
+        if number < 0:
+            break  # no number, or a negative one: it and everything after it are ignored
+        numbers.append(number)
+    count = len(inventory.gpus)
+    for position, number in enumerate(numbers):
+        if number >= count:
+            return numbers[:position]  # the first index the machine lacks ends the list
+    return numbers
+
+
+def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
+    """The physical GPUs CUDA makes visible for `value`, in logical order, read as PyTorch reads it.
+
+    NVIDIA documents the main rules: unset (None) means every GPU, an empty string none; a
+    comma-separated list of indices or of `GPU-` UUIDs (or unique UUID prefixes), visible in
+    the order given; the first entry CUDA cannot use ends the list silently. The details
+    NVIDIA leaves open follow PyTorch's own emulation, step for step
+    (`torch.cuda._parse_visible_devices`, then `_device_count_nvml` and
+    `_transform_uuid_to_ordinals`, which `torch.cuda.device_count()` uses to count GPUs
+    through NVML); the unit tests compare the two on thousands of values:
+
+    - A list of numbers: each entry, stripped of spaces, is read like C's `strtoul` (its
+      leading digits: "1gpu" is 1, "3d3e0a11-..." is 3, "gpu" and "-1" are invalid). Reading
+      stops at the first invalid entry. A number that comes twice before that point makes the
+      whole list empty ("0,0" and also "0,8,0": repeats are checked while reading, before the
+      indices are compared with the GPU count). Then the first index the machine lacks ends
+      the list ("2,9,3" gives [2]).
+    - A list that starts with "GPU-": entries are taken as written, spaces included, up to the
+      first one that does not start with "GPU-" ("GPU-3, GPU-6" stops at " GPU-6"). The same
+      text twice before that point makes the list empty ("GPU-6,GPU-x,GPU-6" gives []). Each
+      entry is then a prefix of an inventory UUID, compared case-sensitively (NVML prints
+      lower-case hex): the first unknown or ambiguous one ends the list, and two entries
+      naming the same GPU make it empty.
+
+    Where this function differs from `torch.cuda._parse_visible_devices`: a bare sign ("+",
+    "-x") is an invalid entry here, like any entry without digits, while PyTorch's helper
+    raises ValueError on it; and only ASCII digits count (C's `strtoul`), while PyTorch's
+    helper also reads other Unicode decimal digits. A list that starts with "MIG-" names MIG
+    instances, which an inventory of whole GPUs does not describe (PyTorch's NVML count gives
+    up on them too): this raises ValueError.
     """
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
-    count = len(inventory.gpus)
-    uuids = value.startswith("GPU-")
-    chosen: list[int] = []
-    for entry in value.split(","):
-        entry = entry.strip()
-        if uuids:
-            matches = _uuid_matches(entry, inventory) if entry.startswith("GPU-") else []
-            index = matches[0] if len(matches) == 1 else -1
-        else:
-            index = _strtoul(entry)
-        if index < 0 or index >= count:
-            break  # the first invalid entry ends the list; it and everything after are ignored
-        if index in chosen:
-            return []
-        chosen.append(index)
-    return chosen
+    if value.startswith("MIG-"):
+        raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: {MIG_NOT_MODELLED}.")
+    if value.startswith("GPU-"):
+        return _read_uuids(value, inventory)
+    return _read_indices(value, inventory)
 
 
 def _describe_valid(inventory: Inventory) -> str:
@@ -93,15 +148,42 @@ def _describe_valid(inventory: Inventory) -> str:
     )
 
 
+def _uuid_hint(entry: str, inventory: Inventory) -> str | None:
+    """What to write instead when `entry` is an inventory UUID without "GPU-", or not in lower case."""
+    body = entry[4:] if entry[:4].upper() == "GPU-" else entry
+    if len(body) < _UUID_BODY_MIN or _PLAIN_INDEX.fullmatch(body):
+        return None
+    fixed = "GPU-" + body.lower()
+    matches = _uuid_matches(fixed, inventory)
+    if len(matches) != 1 or entry == fixed:
+        return None
+    if not entry.startswith("GPU-"):
+        leading = _strtoul(entry)
+        cuda = (
+            f"CUDA would read only its leading digits, as GPU {leading}"
+            if leading >= 0
+            else "CUDA would find no number in it and stop there"
+        )
+        missing = "without its 'GPU-' prefix" if body == entry else f"with {entry[:4]!r} for 'GPU-'"
+        return f"looks like the UUID of GPU {matches[0]} {missing} ({cuda}); write it as {fixed!r}."
+    return (
+        f"looks like the UUID of GPU {matches[0]} in upper case; UUIDs are lower-case hex, as "
+        "`nvidia-smi -L` prints them, and PyTorch compares them case-sensitively (NVIDIA does "
+        f"not document other cases): write it as {fixed!r}."
+    )
+
+
 def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
     """The physical GPUs `value` selects, in logical order; ValueError for anything CUDA would drop.
 
     Stricter than CUDA on purpose: where CUDA silently ignores an entry and everything after
     it, this raises a ValueError that names the entry, says why it is wrong and what is valid.
     Accepted: None (unset: every GPU), "" (no GPU), comma-separated indices of the inventory
-    without signs or spaces ("0,4"), or GPU UUIDs / unique UUID prefixes ("GPU-3d3e"). Not
-    accepted: "-1" (write "" to hide every GPU), repeats, mixing indices with UUIDs, `MIG-`
-    instances (not in an inventory of whole GPUs), unknown indices or UUIDs.
+    without signs or spaces ("0,4"), or GPU UUIDs / unique UUID prefixes in lower case, as
+    `nvidia-smi -L` prints them ("GPU-3d3e"). Not accepted: "-1" (write "" to hide every GPU),
+    repeats, mixing indices with UUIDs, `MIG-` instances (not in an inventory of whole GPUs),
+    unknown indices or UUIDs. A UUID written without "GPU-" (CUDA would read its leading
+    digits as an index) or in upper case gets an error that says how to write it.
     """
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
@@ -126,8 +208,13 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
         if entry.startswith("MIG-"):
             raise ValueError(
                 f"{where} names a MIG instance; the inventory lists whole GPUs only. "
-                "List MIG instances with `nvidia-smi -L` and set their ids outside the course's tools."
+                "List MIG instances with `nvidia-smi -L` (`MIG-<uuid>`, or `MIG-GPU-<uuid>/<gi>/<ci>` "
+                "on drivers before R470) and set their ids outside the course's tools; a CUDA "
+                "process uses only one MIG instance."
             )
+        hint = _uuid_hint(entry, inventory)
+        if hint is not None:
+            raise ValueError(f"{where} {hint}")
         if uuids != entry.startswith("GPU-"):
             raise ValueError(
                 f"{where} mixes GPU UUIDs and indices; CUDA stops at the first entry of the other "
@@ -184,10 +271,8 @@ def mapping_lines(value: str | None, inventory: Inventory) -> list[str]:
     lines = []
     for logical, physical in mapping.items():
         gpu = inventory.gpus[physical]
-        lines.append(
-            f"cuda:{logical} -> physical GPU {physical} "
-            f"({gpu.name}, bus {gpu.pci_bus_id}, {gpu.memory_free // MIB} MiB free)"
-        )
+        free = "free memory unknown" if gpu.memory_free is None else f"{gpu.memory_free // MIB} MiB free"
+        lines.append(f"cuda:{logical} -> physical GPU {physical} ({gpu.name}, bus {gpu.pci_bus_id}, {free})")
     return lines
 
 
@@ -195,17 +280,30 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
     """The `n` physical GPUs with most free memory, freest first; ties go to the lower index.
 
     Freest first means `cuda:0`, where PyTorch puts things by default, is the emptiest GPU.
+    `n` may be any integer type (`numpy.int64` too). GPUs whose memory NVML could not read
+    (a lost GPU, no permission) are never chosen.
     """
     count = len(inventory.gpus)
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ValueError(f"n must be a whole number of GPUs, not {n!r}.")
+    try:
+        if isinstance(n, bool):
+            raise TypeError
+        n = operator.index(n)
+    except TypeError:
+        raise ValueError(f"n must be a whole number of GPUs, not {n!r}.") from None
     if count == 0:
         raise ValueError("the inventory has no GPU to choose from; run on the CPU or use demo_inventory().")
-    if not 1 <= n <= count:
+    known = [gpu for gpu in inventory.gpus if gpu.memory_free is not None]
+    unknown = [gpu.index for gpu in inventory.gpus if gpu.memory_free is None]
+    if not 1 <= n <= len(known):
+        skipped = f", {len(known)} of them with known free memory (not GPUs {unknown})" if unknown else ""
         raise ValueError(
-            f"cannot choose {n} GPU(s): the inventory has {count}; choose between 1 and {count}."
+            f"cannot choose {n} GPU(s): the inventory has {count}{skipped}; "
+            f"choose between 1 and {len(known)}."
+            if known
+            else f"cannot choose {n} GPU(s): NVML could not read the memory of any of the {count} GPUs "
+            "(see smi_table for why)."
         )
-    ranked = sorted(inventory.gpus, key=lambda gpu: (-gpu.memory_free, gpu.index))
+    ranked = sorted(known, key=lambda gpu: (-(gpu.memory_free or 0), gpu.index))
     return [gpu.index for gpu in ranked[:n]]
 
 
@@ -271,11 +369,65 @@ def _cuda_initialized() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
+def _libcuda_path(maps: str | Path) -> str | None:
+    """The path of the CUDA driver library mapped into this process, "" when none is; None when unknown."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as lines:
+            for line in lines:  # address perms offset dev inode [path]
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and "/libcuda.so" in fields[5]:
+                    return fields[5].strip()
+    except OSError:
+        return None
+    return ""
+
+
+def cuda_driver_started(
+    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] = ctypes.CDLL
+) -> bool | None:
+    """Whether the CUDA driver has started (`cuInit` ran) in this process; None when we cannot tell.
+
+    `torch.cuda.is_available()` starts the driver, which then reads `CUDA_VISIBLE_DEVICES`,
+    without making `torch.cuda.is_initialized()` True. `import torch` (a CUDA build) only
+    loads the driver library, which does not read the variable yet. So: no `libcuda.so` in
+    the process's memory map (`/proc/self/maps`) means False; otherwise that same library is
+    asked `cuDeviceGetCount`, which answers CUDA_ERROR_NOT_INITIALIZED (3) until `cuInit` ran
+    and starts nothing itself. Linux only: elsewhere, or when the map or the library cannot
+    be read, None. `maps` and `load` are for tests.
+
+    One case it cannot see: a start that failed because no GPU was visible (`is_available()`
+    returned False with `CUDA_VISIBLE_DEVICES=""`) leaves the driver uninitialised, so this
+    answers False, yet the CUDA runtime inside PyTorch keeps that failure for the life of
+    the process (seen with PyTorch 2.11 on an H100): a new value then changes nothing either.
+    """
+    path = _libcuda_path(maps)
+    if not path:
+        return None if path is None else False
+    try:
+        count = ctypes.c_int(0)
+        status = load(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
+    except (OSError, AttributeError):
+        return None
+    return status != _CUDA_ERROR_NOT_INITIALIZED
+
+
+def shell_command(value: str, script: str = "train.py") -> str:
+    """The shell line that runs `script` with GPUs `value`, numbered as nvidia-smi numbers them."""
+    return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={shlex.quote(value)} python {script}"
+
+
 TOO_LATE = (
     "CUDA is already initialised in this process, so it has read CUDA_VISIBLE_DEVICES and will "
     "never read it again: setting it now to {value!r} would silently change nothing. Set it before "
-    "the first CUDA call (at the top of the script, or in the shell: CUDA_VISIBLE_DEVICES={value} "
-    "python train.py), or run the work in a new process with run_with_visible_devices()."
+    "the first CUDA call (at the top of the script, or in the shell: {command}), or run the work in "
+    "a new process with run_with_visible_devices()."
+)
+DRIVER_STARTED = (
+    "the CUDA driver has already started in this process (cuInit ran, e.g. in "
+    "torch.cuda.is_available(), although torch.cuda.is_initialized() is still False), so it has read "
+    "CUDA_VISIBLE_DEVICES and will never read it again: setting it now to {value!r} would silently "
+    "change nothing. Set it before the first CUDA call (at the top of the script, or in the shell: "
+    "{command}), or run the work in a new process with run_with_visible_devices()."
 )
 
 
@@ -289,21 +441,27 @@ def set_visible_devices(
 ) -> str | None:
     """Assign `CUDA_VISIBLE_DEVICES=value` (and `CUDA_DEVICE_ORDER=PCI_BUS_ID`) while it still matters.
 
-    Raises RuntimeError when CUDA is already initialised here (`torch.cuda.is_initialized()`,
-    or `cuda_initialized=True` when the caller says so): CUDA reads the variable once, at
-    initialisation. The check cannot see a CUDA driver started by `torch.cuda.is_available()`
-    or `device_count()` alone (PyTorch is then not "initialised" but the driver has read the
-    variable): the safe rule stays "before any torch.cuda call". Assigns rather than
-    `os.environ.setdefault`, which does nothing when the variable is already set (seed 002's
-    bug). With an inventory the value is checked strictly first (ValueError). Returns the
-    previous value (None when it was unset) so that the caller can see what it replaced.
+    Raises RuntimeError when it is too late: CUDA reads the variable once, when it starts.
+    By default it looks at this process: `torch.cuda.is_initialized()`, and on Linux also
+    whether the CUDA driver itself has started (`cuda_driver_started`), which catches
+    `torch.cuda.is_available()`: it starts the driver without making PyTorch "initialised".
+    Elsewhere only the first check runs, so the safe rule stays "before any torch.cuda call".
+    `cuda_initialized=True/False` replaces both checks with the caller's word. Assigns rather
+    than `os.environ.setdefault`, which does nothing when the variable is already set (seed
+    002's bug). With an inventory the value is checked strictly first (ValueError). Returns
+    the previous value (None when it was unset) so that the caller can see what it replaced.
     """
     env = os.environ if environ is None else environ
     if inventory is not None:
         parse_visible_devices(value, inventory)
-    initialized = _cuda_initialized() if cuda_initialized is None else cuda_initialized
-    if initialized:
-        raise RuntimeError(TOO_LATE.format(value=value))
+    command = shell_command(value)
+    if cuda_initialized is None:
+        if _cuda_initialized():
+            raise RuntimeError(TOO_LATE.format(value=value, command=command))
+        if cuda_driver_started():
+            raise RuntimeError(DRIVER_STARTED.format(value=value, command=command))
+    elif cuda_initialized:
+        raise RuntimeError(TOO_LATE.format(value=value, command=command))
     previous = env.get(VAR)
     env[VAR] = value
     if pci_bus_order:

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from course_utils.exercises import CheckResult, failed, passed
 from course_utils.gpus import demo_inventory
-from course_utils.visible_devices import choose_by_free_memory, cuda_semantics, physical_of
+from course_utils.visible_devices import (
+    choose_by_free_memory,
+    cuda_semantics,
+    parse_visible_devices,
+    physical_of,
+)
 
 EXERCISE_1_VALUE = "5,2,7"
 EXERCISE_1_LOGICAL = 1
@@ -31,16 +36,25 @@ def check_physical_gpu(answer: object) -> CheckResult:
 
 
 def check_freest_value(answer: object) -> CheckResult:
-    """Exercise 2: the CUDA_VISIBLE_DEVICES value for the demo fleet's 3 freest GPUs, freest first (a str)."""
+    """Exercise 2: the CUDA_VISIBLE_DEVICES value for the demo fleet's 3 freest GPUs, freest first (a str).
+
+    The answer is read by the course's strict parser, so a value CUDA would read differently
+    from what it says ("3, 6, 1", "+3,6,1") is not yet right, with the parser's reason.
+    """
     if answer is None or answer is ...:
         return failed("no answer yet: replace the `...` with a string such as '0,1,2'.")
     if not isinstance(answer, str):
         return failed(f"the variable's value is a string, not {type(answer).__name__}; write it in quotes.")
-    right = choose_by_free_memory(demo_inventory(), 3)
+    fleet = demo_inventory()
+    right = choose_by_free_memory(fleet, 3)
     try:
-        given = [int(part) for part in answer.split(",")]
-    except ValueError:
-        return failed("write comma-separated GPU numbers without spaces, e.g. '0,1,2'.")
+        given = parse_visible_devices(answer, fleet)
+    except ValueError as err:
+        reason = str(err).removeprefix(f"CUDA_VISIBLE_DEVICES={answer!r}: ")
+        return failed(
+            f"the course's strict parser refuses that value: {reason} Write comma-separated GPU "
+            "numbers, no spaces or signs, e.g. '0,1,2'."
+        )
     if given == right:
         return passed("those are the three GPUs with most free memory, the freest as cuda:0.")
     if sorted(given) == sorted(right):

@@ -33,5 +33,5 @@ def check_hidden_gpu_count(answer: object) -> CheckResult:
     if answer == 0 and not isinstance(answer, bool):
         return passed("an empty CUDA_VISIBLE_DEVICES hides every GPU, on every machine.")
     return failed(
-        "rerun the probe cell of section 2 and read what device_count() printed in the child process."
+        "rerun the probe cell of section 3 and read what device_count() printed in the child process."
     )
