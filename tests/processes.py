@@ -1,11 +1,52 @@
-"""What "no process left behind" means in these tests, in one place for every module that starts processes."""
+"""What "no process left behind" means in these tests, in one place for every module that starts processes.
+
+A process left behind by a test is usually no longer a descendant of the test process: when its
+parent (a launcher's rank, a torchrun agent) exits first, the orphan is reparented, normally to
+init, and `psutil.Process().children()` no longer sees it. Two things make such orphans visible:
+
+- On Linux the test process becomes a "child subreaper" (`watch_orphans`): orphans of its
+  descendants are reparented to it instead of to init, so they stay among its descendants.
+  This sees every orphan, whichever way it was started (fork too).
+- Every platform: `watch_orphans` puts a marker, unique to this test session, in the
+  environment (COURSE_TEST_SESSION), which every process started by `exec` inherits, and
+  `left_behind` also looks for live processes of this user whose environment carries it.
+  (A process that forks without exec keeps the environment it was exec'd with, as
+  /proc/PID/environ shows it, so a forked orphan carries no marker: hence the subreaper.)
+"""
 
 from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import time
+import uuid
 
 import psutil
 
 # multiprocessing starts this helper at the first spawn and keeps it for the life of its parent, by design.
 RESOURCE_TRACKER = "multiprocessing.resource_tracker"
+SESSION_VARIABLE = "COURSE_TEST_SESSION"
+_PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
+_session_started = time.time()
+
+
+def watch_orphans() -> bool:
+    """Mark this session's environment, and on Linux adopt orphaned descendants; True if adopting.
+
+    Call once, at the start of the test session, before any test starts a process.
+    """
+    global _session_started
+    _session_started = time.time()
+    os.environ[SESSION_VARIABLE] = uuid.uuid4().hex
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -22,11 +63,40 @@ def _is_resource_tracker(proc: psutil.Process) -> bool:
         return False
 
 
+def _marked(exclude: set[int]) -> list[psutil.Process]:
+    """Live processes of this user, started during this session, whose environment has its marker."""
+    marker = os.environ.get(SESSION_VARIABLE)
+    if not marker:
+        return []
+    me = psutil.Process()
+    try:
+        my_uid = me.uids().real
+    except (AttributeError, psutil.Error):
+        my_uid = None
+    found = []
+    for proc in psutil.process_iter(["uids", "create_time"]):
+        info = proc.info
+        if proc.pid in exclude or proc.pid == me.pid or (info["create_time"] or 0) < _session_started - 1:
+            continue
+        if my_uid is not None and (info["uids"] is None or info["uids"].real != my_uid):
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(SESSION_VARIABLE) == marker:
+                found.append(proc)
+    return found
+
+
 def left_behind(grace: float = 1.0) -> list[psutil.Process]:
-    """Live descendants of this process other than the resource tracker, after `grace` s to exit."""
-    children = [c for c in psutil.Process().children(recursive=True) if not _is_resource_tracker(c)]
-    _, alive = psutil.wait_procs(children, timeout=grace) if children else ([], [])
-    return [c for c in alive if _alive(c)]
+    """Live processes this session started and left, other than the resource tracker.
+
+    That is: descendants of this process (orphans included, where `watch_orphans` made this
+    process their reaper) and processes carrying this session's marker, after `grace` s to exit.
+    """
+    candidates = {c.pid: c for c in psutil.Process().children(recursive=True)}
+    candidates.update((p.pid, p) for p in _marked(set(candidates)))
+    suspects = [p for p in candidates.values() if _alive(p) and not _is_resource_tracker(p)]
+    _, alive = psutil.wait_procs(suspects, timeout=grace) if suspects else ([], [])
+    return [p for p in alive if _alive(p)]
 
 
 def is_gone(pid: int) -> bool:
@@ -35,3 +105,13 @@ def is_gone(pid: int) -> bool:
         return not _alive(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return True
+
+
+def wait_until_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to `timeout` s for every pid to be gone; return those still alive."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [pid for pid in pids if not is_gone(pid)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
+import multiprocessing as mp
 import os
 import signal
 import socket
+import subprocess
 import sys
+import textwrap
 import threading
 import time
+import traceback
 import types
+from pathlib import Path
 
 import psutil
 import pytest
 import torch
 import torch.distributed as dist
+from processes import SESSION_VARIABLE, _marked, is_gone, left_behind, wait_until_gone
+from torch.utils.data import DataLoader
 
+from course_utils import distributed
 from course_utils.distributed import (
     MASTER_ADDR,
     LaunchError,
     LaunchTimeoutError,
+    RemoteTraceback,
     WorkerError,
     choose_start_method,
     free_port,
@@ -112,19 +123,6 @@ def test_results_come_back_ordered_by_rank():
     assert launch(slow_for_low_ranks, 3, args=(3,), timeout=10) == [0, 10, 20]
 
 
-def test_environment_is_what_torchrun_sets():
-    envs = launch(report_env, 2, timeout=10)
-    for rank, env in enumerate(envs):
-        assert env["RANK"] == env["LOCAL_RANK"] == env["ROLE_RANK"] == str(rank)
-        assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == env["ROLE_WORLD_SIZE"] == "2"
-        assert env["GROUP_RANK"] == "0" and env["GROUP_WORLD_SIZE"] == "1"
-        assert env["ROLE_NAME"] == "default"
-        assert env["MASTER_ADDR"] == "127.0.0.1"
-        assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
-    assert envs[0]["MASTER_PORT"] == envs[1]["MASTER_PORT"]
-    assert 0 < int(envs[0]["MASTER_PORT"]) < 65536
-
-
 def test_torchrun_env_sets_one_thread_per_process_unless_told(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert torchrun_env(1, 4, 29500)["OMP_NUM_THREADS"] == "1"
@@ -173,6 +171,10 @@ def test_a_rank_that_raises_is_reported_quickly_and_the_others_stopped():
     assert str(err).startswith("rank 1 of 2 raised ValueError: rank one cannot go on\n")
     assert "rank1_raises_while_rank0_waits" in err.traceback
     assert str(os.getpid()) not in str(err)
+    # Uncaught, the error shows the worker's traceback as its cause, as concurrent.futures does.
+    assert isinstance(err.__cause__, RemoteTraceback) and err.__cause__.text == err.traceback
+    shown = "".join(traceback.format_exception(err))
+    assert "rank1_raises_while_rank0_waits" in shown and 'raise ValueError("rank one cannot go on")' in shown
 
 
 def test_a_rank_that_hangs_times_out_and_is_named():
@@ -216,8 +218,9 @@ def test_ctrl_c_in_the_parent_stops_every_rank():
     [
         (report_env, 0, {}, ValueError, "at least 1"),
         (report_env, -2, {}, ValueError, "at least 1"),
-        (report_env, 1.5, {}, ValueError, "whole number"),
-        (report_env, True, {}, ValueError, "whole number"),
+        (report_env, 1.5, {}, TypeError, "whole number"),
+        (report_env, True, {}, TypeError, "whole number"),
+        (report_env, "2", {}, TypeError, r"an int such as 2\), not '2'"),
         ("report_env", 2, {}, TypeError, "fn must be a function"),
         (report_env, 2, {"args": "abc"}, TypeError, "args must be a tuple"),
         (report_env, 2, {"timeout": 0}, ValueError, "timeout must be a positive"),
@@ -230,11 +233,6 @@ def test_bad_arguments_say_what_to_pass(fn, nprocs, kwargs, error, match):
         launch(fn, nprocs, **kwargs)
 
 
-def test_fork_is_chosen_without_cuda():
-    expected = "fork" if sys.platform != "win32" and not torch.cuda.is_initialized() else "spawn"
-    assert choose_start_method() == expected
-
-
 def test_spawn_refuses_a_function_defined_in_a_notebook(monkeypatch):
     notebook_main = types.ModuleType("__main__")  # a kernel's __main__ has no __file__
     monkeypatch.setitem(sys.modules, "__main__", notebook_main)
@@ -243,8 +241,10 @@ def test_spawn_refuses_a_function_defined_in_a_notebook(monkeypatch):
         pass
 
     worker.__module__ = "__main__"
-    with pytest.raises(LaunchError, match=r"'worker' is\s+defined in the notebook .* \.py file"):
+    with pytest.raises(LaunchError, match=r"'worker' is\s+defined in the notebook") as info:
         launch(worker, 2, method="spawn")
+    assert "You asked for method='spawn'" in str(info.value)
+    assert "Leave method unset" in str(info.value) and ".py file" in str(info.value)
 
 
 def test_spawn_refuses_what_it_cannot_pickle():
@@ -274,3 +274,366 @@ def test_free_port_can_be_bound():
     port = free_port()
     with socket.socket() as sock:
         sock.bind((MASTER_ADDR, port))
+
+
+# --- Each rank in a group of its own: what it starts is stopped with it ---------------------------
+
+
+def _write_json(path: str, data: object) -> None:
+    with open(path + ".part", "w") as file:
+        json.dump(data, file)
+    os.replace(path + ".part", path)
+
+
+def _sleeper() -> None:
+    time.sleep(60)
+
+
+def starts_children_then_fails(folder: str, how: str) -> None:
+    """Rank 1 starts a subprocess, a daemonic mp.Process and DataLoader workers, then fails."""
+    if os.environ["RANK"] == "1":
+        popen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        daemon = mp.get_context("fork").Process(target=_sleeper, daemon=True)
+        daemon.start()
+        batches = iter(DataLoader(range(8), batch_size=2, num_workers=2))
+        next(batches)
+        workers = [w.pid for w in batches._workers]  # the DataLoader's worker processes
+        _write_json(os.path.join(folder, "children.json"), [popen.pid, daemon.pid, *workers])
+        _write_json(os.path.join(folder, "failed_at.json"), time.time())
+        if how == "raise":
+            raise ValueError("rank 1 fails with children")
+        if how == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(60)  # rank 0 waits, as in a collective; and rank 1 when it "hangs"
+
+
+@pytest.mark.parametrize("how", ["raise", "sigkill", "hang"])
+def test_what_a_rank_started_is_stopped_with_it(tmp_path, how):
+    if how == "hang":
+        with pytest.raises(LaunchTimeoutError):
+            launch(starts_children_then_fails, 2, args=(str(tmp_path), how), timeout=3)
+    else:
+        with pytest.raises(WorkerError) as info:
+            launch(starts_children_then_fails, 2, args=(str(tmp_path), how), timeout=30)
+        # Seen as that rank's failure at once, although its children still hold its pipe.
+        assert time.time() - json.loads((tmp_path / "failed_at.json").read_text()) < 1.0
+        assert info.value.rank == 1
+        if how == "raise":
+            assert info.value.message == "rank 1 fails with children"
+        else:
+            assert info.value.exc_type is None and "killed by SIGKILL" in info.value.message
+    children = json.loads((tmp_path / "children.json").read_text())
+    assert len(children) == 4
+    assert wait_until_gone(children, timeout=1.0) == []
+
+
+def session_and_parent_death_signal() -> dict[str, int]:
+    sig = ctypes.c_int(0)
+    ctypes.CDLL(None).prctl(2, ctypes.byref(sig), 0, 0, 0)  # PR_GET_PDEATHSIG
+    return {"pid": os.getpid(), "sid": os.getsid(0), "pgid": os.getpgid(0), "pdeathsig": sig.value}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sessions and PR_SET_PDEATHSIG: Linux")
+def test_each_rank_leads_its_own_session_and_dies_with_its_parent():
+    for info in launch(session_and_parent_death_signal, 2, timeout=10):
+        assert info["pid"] == info["sid"] == info["pgid"]
+        assert info["pdeathsig"] == signal.SIGKILL
+
+
+def test_a_rank_that_finds_its_parent_gone_exits_at_once():
+    # The launcher died before the rank asked for the parent-death signal: it must not run on.
+    proc = mp.get_context("fork").Process(target=distributed._isolate, args=(-1,))
+    proc.start()
+    proc.join(5)
+    assert proc.exitcode == (1 if sys.platform.startswith("linux") else 0)
+
+
+LAUNCHES_AND_HANGS = """
+import os, sys, time
+from course_utils.distributed import launch
+
+def hang(folder):
+    path = os.path.join(folder, os.environ["RANK"] + ".pid")
+    with open(path + ".part", "w") as file:
+        file.write(str(os.getpid()))
+    os.replace(path + ".part", path)
+    time.sleep(120)
+
+if __name__ == "__main__":
+    launch(hang, 2, args=(sys.argv[1],), timeout=120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_ranks_die_with_a_launcher_that_is_killed(tmp_path):
+    """The kernel is killed outright (SIGKILL, the OOM killer): its ranks must not live on."""
+    script = tmp_path / "launcher.py"
+    script.write_text(textwrap.dedent(LAUNCHES_AND_HANGS))
+    launcher = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+            assert launcher.poll() is None, "the launcher script ended early"
+            time.sleep(0.05)
+        ranks = [int(p.read_text()) for p in sorted(tmp_path.glob("*.pid"))]
+        assert len(ranks) == 2 and not any(is_gone(pid) for pid in ranks)
+    finally:
+        launcher.kill()
+        launcher.wait(10)
+    assert wait_until_gone(ranks, timeout=3.0) == []
+
+
+def test_an_orphan_is_seen_as_left_behind():
+    """The check behind every test: a process whose parent exited is still found."""
+    sleeper = "import time; time.sleep(30)"
+    code = (
+        "import subprocess, sys; "
+        f"print(subprocess.Popen([sys.executable, '-c', {sleeper!r}], stdout=-3, stderr=-3).pid)"  # DEVNULL
+    )
+    parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    orphan = int(parent.stdout)  # its parent has exited
+    try:
+        assert orphan in [p.pid for p in left_behind(grace=0)]
+        # It carries this session's marker too, which finds orphans where no subreaper exists.
+        assert os.environ[SESSION_VARIABLE] and orphan in [p.pid for p in _marked(set())]
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+        assert wait_until_gone([orphan], timeout=5) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
+def test_a_forked_orphan_is_seen_as_left_behind():
+    """Forked from this process, like a rank's DataLoader worker: no marker; the subreaper sees it."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+            else:
+                os.write(write, b"started")
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.read(read, 16)
+    os.close(read)
+    os.waitpid(child, 0)
+    orphans = [p.pid for p in left_behind(grace=0)]
+    try:
+        assert len(orphans) == 1 and orphans[0] not in [p.pid for p in _marked(set())]
+    finally:
+        for pid in orphans:
+            os.kill(pid, signal.SIGKILL)
+        assert wait_until_gone(orphans, timeout=5) == []
+
+
+# --- Reports -------------------------------------------------------------------------------------
+
+
+def every_rank_raises() -> None:
+    raise ValueError(f"rank {os.environ['RANK']} fails")
+
+
+def test_several_failing_ranks_give_one_report_that_does_not_depend_on_timing():
+    for _ in range(2):
+        with pytest.raises(WorkerError) as info:
+            launch(every_rank_raises, 3, timeout=30)
+        err = info.value
+        assert (err.rank, err.message) == (0, "rank 0 fails")
+        assert sorted(err.also_failed) == [1, 2] and err.also_failed[2].message == "rank 2 fails"
+        assert "Also failed: rank 1 (ValueError), rank 2 (ValueError)" in str(err)
+
+
+def rank1_dies_while_rank0_reduces() -> None:
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 1:
+        os._exit(3)
+    dist.all_reduce(torch.ones(1))  # fails in turn once rank 1 is gone
+
+
+def test_a_rank_that_died_is_reported_before_the_ranks_that_failed_because_of_it():
+    with pytest.raises(WorkerError) as info:
+        launch(rank1_dies_while_rank0_reduces, 2, timeout=30)
+    assert info.value.rank == 1 and "exited with code 3" in info.value.message
+
+
+def exits_on_rank1(code: object) -> str:
+    if os.environ["RANK"] == "1":
+        sys.exit(code)
+    return "done"
+
+
+@pytest.mark.parametrize("code", [0, None])
+def test_sys_exit_0_is_success_as_under_torchrun(code):
+    assert launch(exits_on_rank1, 2, args=(code,), timeout=10) == ["done", None]
+
+
+def test_sys_exit_with_an_error_code_is_a_failure():
+    with pytest.raises(WorkerError, match="rank 1 of 2 raised SystemExit: 3"):
+        launch(exits_on_rank1, 2, args=(3,), timeout=10)
+
+
+def test_a_spawned_rank_that_cannot_import_the_worker_gets_a_hint(tmp_path, monkeypatch, capfd):
+    module = tmp_path / "vanishing_worker.py"
+    module.write_text("def work():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import vanishing_worker  # importable here, at the time of the call
+
+    monkeypatch.setitem(sys.modules, "vanishing_worker", vanishing_worker)
+    module.unlink()  # ... but not in the spawned interpreter
+    with pytest.raises(WorkerError, match="exited with code 1") as info:
+        launch(vanishing_worker.work, 1, timeout=60, method="spawn")
+    assert "could not load the worker" in info.value.hint and "imported by name" in str(info.value)
+    assert "ModuleNotFoundError" in capfd.readouterr().err  # what the child printed
+
+
+# --- Start method --------------------------------------------------------------------------------
+
+MAPS_LINE = "7f12a0000000-7f12a1000000 r-xp 00000000 08:01 1234   {}\n"
+
+
+def notebook_function() -> types.FunctionType:
+    def worker() -> None:
+        pass
+
+    worker.__module__ = "__main__"
+    return worker
+
+
+@pytest.fixture
+def notebook(monkeypatch):
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))  # a kernel's: no __file__
+
+
+def test_fork_where_nothing_started_a_gpu(monkeypatch, tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text(MAPS_LINE.format("/usr/lib/libc.so.6") + MAPS_LINE.format("/opt/libcudart.so.12"))
+    monkeypatch.setattr(distributed, "_PROC_MAPS", str(maps))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["fork", "spawn", "forkserver"])
+    assert choose_start_method() == "fork"
+
+
+def test_spawn_once_cuda_is_initialised(monkeypatch, notebook):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert choose_start_method() == "spawn"
+    with pytest.raises(LaunchError, match="CUDA is initialised in this process") as info:
+        launch(notebook_function(), 2)
+    assert "torch.cuda.device_count()" in str(info.value)
+
+
+def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
+    monkeypatch, tmp_path, notebook
+):
+    maps = tmp_path / "maps"
+    maps.write_text(MAPS_LINE.format("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05"))
+    monkeypatch.setattr(distributed, "_PROC_MAPS", str(maps))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    # Not really loaded here, so the driver cannot be asked: that counts as started.
+    assert choose_start_method() == choose_start_method(report_env) == "spawn"
+    # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
+    assert choose_start_method(notebook_function()) == "fork"
+    # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
+    monkeypatch.setattr(distributed, "_cuda_driver_state", lambda path: 0)
+    assert choose_start_method() == "spawn"
+    monkeypatch.setattr(distributed, "_cuda_driver_state", lambda path: 3)
+    assert choose_start_method() == "fork"  # CUDA builds load the driver at `import torch`
+
+
+def fails_as_in_a_forked_child(message: str) -> None:
+    raise RuntimeError(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA error: initialization error",  # CUDA, forked after the parent started the driver
+        "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, ...",
+        "Unable to handle autograd's threading in combination with fork-based multiprocessing.",
+    ],
+)
+def test_a_forked_worker_that_cannot_use_cuda_is_told_why(monkeypatch, message):
+    monkeypatch.setattr(distributed, "_cuda_driver_started", lambda: True)
+    with pytest.raises(WorkerError, match="forked from a process that had already started CUDA"):
+        launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
+    monkeypatch.setattr(distributed, "_cuda_driver_started", lambda: False)
+    with pytest.raises(WorkerError) as info:
+        launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
+    assert info.value.hint == ""
+
+
+def test_notebook_functions_among_the_arguments_count_too(monkeypatch, tmp_path, notebook):
+    maps = tmp_path / "maps"
+    maps.write_text(MAPS_LINE.format("/usr/lib/x86_64-linux-gnu/libcuda.so.1"))
+    monkeypatch.setattr(distributed, "_PROC_MAPS", str(maps))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    # An importable worker given a notebook's function (as the exercise checks are): fork.
+    assert choose_start_method(report_env, (notebook_function(),)) == "fork"
+    assert choose_start_method(report_env, (1, "a")) == "spawn"
+    with pytest.raises(LaunchError, match=r"'worker' \(the worker or its arguments\) is defined in"):
+        launch(report_env, 1, args=(notebook_function(),), method="spawn")
+
+
+def test_no_maps_file_means_no_driver_to_see(tmp_path):
+    assert distributed._cuda_driver_started(str(tmp_path / "missing")) is False
+
+
+def test_without_fork_a_notebook_function_is_refused_with_what_to_do(monkeypatch, notebook):
+    monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["spawn"])  # as on Windows
+    assert choose_start_method() == "spawn"
+    with pytest.raises(LaunchError, match="This platform has no fork") as info:
+        launch(notebook_function(), 2)
+    assert "WSL2" in str(info.value) and ".py file" in str(info.value)
+
+
+# --- The environment, against a real torchrun -----------------------------------------------------
+
+ENV_DUMP = """
+import json, os, sys
+with open(os.path.join(sys.argv[1], os.environ["RANK"] + ".json"), "w") as file:
+    json.dump(dict(os.environ), file)
+"""
+
+
+def environment() -> dict[str, str]:
+    return dict(os.environ) | {"is_torchelastic_launched": str(dist.is_torchelastic_launched())}
+
+
+def test_environment_is_what_a_real_torchrun_sets(tmp_path):
+    from course_utils.launching import run_torchrun
+
+    script = tmp_path / "env_dump.py"
+    script.write_text(ENV_DUMP)
+    run_torchrun(script, [str(tmp_path)], nproc_per_node=2, timeout=60)
+    ours = launch(environment, 2, timeout=10)
+
+    def added(env: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if os.environ.get(k) != v}
+
+    for rank in range(2):
+        theirs = added(json.loads((tmp_path / f"{rank}.json").read_text()))
+        mine = added(ours[rank])
+        assert mine.pop("is_torchelastic_launched") == "True"
+        theirs.pop("TMPDIR")  # run_torchrun's: torchrun's temporary files go there
+        theirs.pop("TORCHELASTIC_SIGNALS_TO_HANDLE")  # torchrun's agent's own setting, inherited
+        assert sorted(mine) == sorted(theirs)
+        for key in set(mine) - {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE"}:
+            assert (key, mine[key]) == (key, theirs[key])
+        for env in (mine, theirs):
+            assert Path(env["TORCHELASTIC_ERROR_FILE"]).parts[-2:] == (str(rank), "error.json")
+        assert mine["RANK"] == mine["LOCAL_RANK"] == str(rank) and mine["MASTER_ADDR"] == "127.0.0.1"
+    assert ours[0]["MASTER_PORT"] == ours[1]["MASTER_PORT"]
+    assert not Path(ours[0]["TORCHELASTIC_ERROR_FILE"]).parent.exists()  # removed afterwards
+
+
+def large_result() -> torch.Tensor:
+    return torch.arange(3_000_000, dtype=torch.float32) + int(os.environ["RANK"])
+
+
+def test_a_result_larger_than_a_pipe_comes_back_whole():
+    # Far more than a pipe holds: the parent reads it piece by piece, never blocking.
+    results = launch(large_result, 2, timeout=30)
+    for rank, tensor in enumerate(results):
+        assert torch.equal(tensor, torch.arange(3_000_000, dtype=torch.float32) + rank)

@@ -91,3 +91,23 @@ def test_unprefixed_state_dict():
     fixed = dict(wrapped)
     consume_prefix_in_state_dict_if_present(fixed, "module.")
     assert check_unprefixed_state_dict(fixed, model).ok
+
+
+@pytest.mark.parametrize(
+    "gloo_says",
+    [
+        "[pair.cc:538] Read error [127.0.0.1]:1454: Connection reset by peer",
+        "[pair.cc:534] Connection closed by peer [127.0.0.1]:39535",
+        "Application timeout caused pair closure: remote worker exited",
+    ],
+)
+def test_a_peer_that_left_the_collective_is_explained(monkeypatch, gloo_says):
+    import course_utils.exercises.distributed as ex
+    from course_utils.distributed import WorkerError
+
+    def peer_left(*args, **kwargs):
+        raise WorkerError(0, 2, "RuntimeError", gloo_says)
+
+    monkeypatch.setattr(ex, "launch", peer_left)
+    result = check_average_gradients(averages)
+    assert not result.ok and "lost its peer inside a collective" in str(result)

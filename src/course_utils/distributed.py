@@ -10,40 +10,69 @@ unchanged under both.
 What the launcher adds to a bare `multiprocessing` start, and why:
 
 - Results come back: each worker's return value travels to the parent through a pipe and
-  `launch` returns them as a list ordered by rank.
-- Failure is loud and quick: a rank that raises makes `launch` raise `WorkerError` naming the
-  rank, with the worker's message and traceback, within moments. The other ranks, which may be
-  blocked for ever in a collective waiting for the dead one, are stopped.
-- Nothing is left behind: every process is terminated, then killed after a grace period, and
-  joined, on success, on error, on timeout and on Ctrl-C (a kernel interrupt) alike.
+  `launch` returns them as a list ordered by rank. A rank that ends with `sys.exit(0)` (or exit
+  code 0) succeeded, as under torchrun; its result is None.
+- Failure is loud and quick: the parent looks at every rank's pipe and exit code every 0.1 s,
+  so a rank that raises, crashes or is killed makes `launch` raise `WorkerError` within moments,
+  naming the rank, with the worker's message and traceback (chained as the error's cause, so an
+  uncaught error shows it). The other ranks, which may be blocked for ever in a collective
+  waiting for the dead one, are stopped. A death is noticed from the exit code, not from the
+  pipe closing: processes the rank started (DataLoader workers) inherit the pipe and keep it open.
+- Nothing is left behind. Like torchrun's workers, each rank runs in a session (process group)
+  of its own, so that stopping a rank stops what it started too: every group gets SIGTERM, then
+  SIGKILL after a grace period, on success, on error, on timeout and on Ctrl-C (a kernel
+  interrupt) alike. On Linux each rank also asks the kernel to kill it when the launching
+  process dies (PR_SET_PDEATHSIG), so a kernel that is killed outright (out of memory on Binder)
+  leaves no rank behind. A process that a rank moves into a session of its own escapes this, as
+  it would escape torchrun.
 - Only loopback: like torchrun's agent, the launcher hosts the rendezvous TCPStore itself, on a
   socket bound to 127.0.0.1 (a store hosted by rank 0 would listen on every interface), and
   gloo is told to use the loopback interface (GLOO_SOCKET_IFNAME), so nothing of this demo
   listens on the machine's network addresses, and a hostname that does not resolve (common in
   containers) does not matter.
 
-Start method. `fork` is used where it is safe: where the OS has it (Linux, macOS) and no GPU
-runtime (CUDA, XPU) is initialised in the parent, because a forked child inherits a GPU
-context it cannot use. `fork` also works with functions defined in a notebook, since nothing
-is pickled. Otherwise `spawn` starts fresh interpreters, which must import the function by
-name: a function defined in a notebook lives in `__main__`, which a fresh interpreter cannot
-import, so `launch` refuses it with an error that says what to do. On macOS Python itself
-defaults to spawn because some system frameworks are not fork-safe; if a forked worker hangs
-or crashes there, put the worker in a .py file and pass `method="spawn"`.
+Start method. `fork` is used where it is safe: where the OS has it (Linux, macOS; not Windows)
+and no GPU runtime is started in the parent, since a forked child cannot use its parent's CUDA
+state. Once `torch.cuda.is_initialized()` (or XPU's) is true, the launcher spawns. On Linux it
+also looks at the CUDA driver itself, which can be started while `is_initialized()` stays False:
+`torch.cuda.is_available()` starts it (unless PYTORCH_NVML_BASED_CUDA_CHECK=1), and so does the
+first `backward()` on a machine with a GPU (the autograd engine counts the devices). Loading the
+driver library is not enough to count: CUDA builds of PyTorch load it at `import torch`; the
+launcher asks the loaded driver whether it was initialised (`cuDeviceGetCount` answers
+CUDA_ERROR_NOT_INITIALIZED until `cuInit`), and treats a driver it cannot ask as started. With a
+started driver, every worker that a fresh interpreter can import is spawned; a function defined
+in a notebook cannot be, so it is still forked: it runs as long as it does not use CUDA (a
+forked child that tries gets "CUDA error: initialization error", and the WorkerError says why).
+`torch.cuda.device_count()` asks NVML and leaves the driver alone where NVML works, so it is the
+way to count GPUs before launching.
+
+`fork` also works with functions defined in a notebook, since nothing is pickled. Otherwise
+`spawn` starts fresh interpreters, which must import the function by name: a function defined
+in a notebook lives in `__main__`, which a fresh interpreter cannot import, so `launch` refuses
+it with an error that says what to do. On Windows, which has no fork, that means a worker must
+live in an importable .py file (or the course runs in WSL2). On macOS Python itself defaults to
+spawn because some system frameworks are not fork-safe; if a forked worker hangs or crashes
+there, put the worker in a .py file and pass `method="spawn"`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import io
 import multiprocessing as mp
 import os
 import pickle
+import shutil
 import signal
 import socket
+import struct
 import sys
+import tempfile
 import time
 import traceback
+import types
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -56,15 +85,29 @@ from torch.distributed import TCPStore
 
 MASTER_ADDR = "127.0.0.1"
 GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when stopping ranks
+# After every rank has sent its result, how long the ranks may take to exit by themselves
+# before they are stopped like the others.
+_EXIT_PATIENCE_SECONDS = 1.0
 _POLL_SECONDS = 0.1
+# After the first failure, how long to keep collecting, so that ranks failing at the same
+# moment are all seen and the report does not depend on which message arrived first.
+_FAILURE_WINDOW_SECONDS = 0.25
 # How long a failed rank stays alive (so that its peers stay blocked, not crash in turn) before
 # it exits on its own; the parent stops it much sooner.
 _FAILED_RANK_LINGER_SECONDS = 30.0
 _FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in the child"
+# Messages from a rank on POSIX: an 8-byte length, then the pickled message. The parent reads
+# them without blocking, so a rank that dies half-way through a message cannot hang it.
+_HEADER = struct.Struct("!Q")
+_RAW_PIPES = os.name == "posix"
+_PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
+_CUDA_ERROR_NOT_INITIALIZED = 3
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 __all__ = [
     "LaunchError",
     "LaunchTimeoutError",
+    "RemoteTraceback",
     "WorkerError",
     "choose_start_method",
     "free_port",
@@ -78,31 +121,75 @@ class LaunchError(RuntimeError):
     """The launch could not start or finish (bad arguments, busy port, a rank that failed)."""
 
 
+class RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker process.
+
+    `WorkerError` carries it as its `__cause__`, as `concurrent.futures` does, so that an
+    uncaught `WorkerError` shows the worker's traceback above its own, in a terminal and in
+    Jupyter alike.
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text.rstrip()}\n"""'
+
+
 class WorkerError(LaunchError):
     """A rank raised an exception or died; the other ranks were stopped.
 
     Attributes:
-        rank: the global rank that failed first.
+        rank: the global rank reported. When several ranks fail within a moment of each other,
+            a rank that died without raising (a crash, a signal, `os._exit`) is reported before
+            ranks that raised, since a peer's death makes the others raise in turn; then the
+            lowest rank. The others are in `also_failed`.
         world_size: how many ranks the launch had.
         exc_type: the name of the exception class raised in the worker (e.g. "ValueError"),
             or None when the process died without raising (a crash, a signal, `os._exit`).
         message: the exception's message, or how the process ended.
-        traceback: the worker's full formatted traceback ("" when it died without raising).
+        traceback: the worker's full formatted traceback ("" when it died without raising);
+            also chained as the error's `__cause__` (a `RemoteTraceback`).
+        hint: what to check, where the launcher can tell ("" otherwise).
+        also_failed: the other ranks that failed at the same time, by rank.
     """
 
     def __init__(
-        self, rank: int, world_size: int, exc_type: str | None, message: str, traceback: str = ""
+        self,
+        rank: int,
+        world_size: int,
+        exc_type: str | None,
+        message: str,
+        traceback: str = "",
+        hint: str = "",
+        also_failed: dict[int, WorkerError] | None = None,
     ) -> None:
         self.rank = rank
         self.world_size = world_size
         self.exc_type = exc_type
         self.message = message
         self.traceback = traceback
+        self.hint = hint
+        self.also_failed = dict(also_failed or {})
         what = f"raised {exc_type}: {message}" if exc_type else message
-        super().__init__(
-            f"rank {rank} of {world_size} {what}\n"
-            "The other ranks were stopped. The worker's traceback is in the error's `.traceback`."
-        )
+        lines = [f"rank {rank} of {world_size} {what}"]
+        if hint:
+            lines.append(hint)
+        if self.also_failed:
+            others = ", ".join(
+                f"rank {r} ({e.exc_type or 'died'})" for r, e in sorted(self.also_failed.items())
+            )
+            lines.append(f"Also failed: {others}; see the error's `.also_failed`.")
+        if traceback:
+            lines.append(
+                "The other ranks were stopped. The worker's traceback is in the error's "
+                "`.traceback`, and shown above this error when it is not caught."
+            )
+            self.__cause__ = RemoteTraceback(traceback)
+        else:
+            lines.append("The other ranks were stopped.")
+        super().__init__("\n".join(lines))
 
 
 class LaunchTimeoutError(LaunchError):
@@ -178,15 +265,23 @@ def loopback_interface() -> str | None:
 
 
 def torchrun_env(
-    rank: int, world_size: int, master_port: int, master_addr: str = MASTER_ADDR
+    rank: int,
+    world_size: int,
+    master_port: int,
+    master_addr: str = MASTER_ADDR,
+    error_file: str | None = None,
 ) -> dict[str, str]:
     """The environment variables `torchrun --nproc-per-node=world_size` gives the worker `rank`.
 
     These are the names torchrun's elastic agent sets on a single node (one worker group, the
-    default role), so code that reads them runs unchanged under torchrun. Like torchrun, the
-    launcher hosts the rendezvous TCPStore itself, which TORCHELASTIC_USE_AGENT_STORE=True
-    tells `init_process_group` (every rank connects as a client). The other TORCHELASTIC_*
-    variables (run id, restart counts) are left out: there is no elastic agent to restart ranks.
+    default role, the default run id "none", no restarts), so code that reads them runs
+    unchanged under torchrun, and `torch.distributed.is_torchelastic_launched()` is True. Like
+    torchrun, the launcher hosts the rendezvous TCPStore itself, which
+    TORCHELASTIC_USE_AGENT_STORE=True tells `init_process_group` (every rank connects as a
+    client). TORCHELASTIC_ERROR_FILE, where a worker decorated with torchrun's `@record` writes
+    its error, is set only when `error_file` names a place for it (`launch` makes one per rank
+    and removes it afterwards). Not set: TORCHELASTIC_SIGNALS_TO_HANDLE, which torchrun's agent
+    sets in its own environment for its own signal handling (the workers merely inherit it).
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in 0..{world_size - 1}, not {rank}")
@@ -202,9 +297,14 @@ def torchrun_env(
         "ROLE_WORLD_SIZE": str(world_size),
         "MASTER_ADDR": master_addr,
         "MASTER_PORT": str(master_port),
+        "TORCHELASTIC_RUN_ID": "none",  # torchrun's default --rdzv-id
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
         "TORCHELASTIC_USE_AGENT_STORE": "True",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
+    if error_file is not None:
+        env["TORCHELASTIC_ERROR_FILE"] = error_file
     # torchrun sets OMP_NUM_THREADS=1 for more than one process unless the user set it.
     if "OMP_NUM_THREADS" in os.environ:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
@@ -214,41 +314,159 @@ def torchrun_env(
 
 
 def _gpu_runtime_initialised() -> bool:
-    """True when this process holds a GPU context that a forked child could not use."""
+    """True when PyTorch holds a GPU context in this process that a forked child could not use."""
     if torch.cuda.is_initialized():
         return True
     xpu = getattr(torch, "xpu", None)
     return bool(xpu is not None and hasattr(xpu, "is_initialized") and xpu.is_initialized())
 
 
-def choose_start_method() -> str:
-    """The start method `launch` uses by default here: "fork" where it is safe, else "spawn".
+def _cuda_driver_state(path: str) -> int | None:
+    """Ask the CUDA driver mapped at `path` whether it was initialised, without loading it.
 
-    fork needs an OS that has it (Linux, macOS; not Windows) and no initialised GPU runtime in
-    the parent: CUDA cannot be used in a forked child once the parent has initialised it.
+    Returns the CUresult of `cuDeviceGetCount`: CUDA_SUCCESS (0) once `cuInit` has run,
+    CUDA_ERROR_NOT_INITIALIZED (3) before; None when the driver cannot be asked.
     """
-    if "fork" in mp.get_all_start_methods() and not _gpu_runtime_initialised():
-        return "fork"
-    return "spawn"
+    try:
+        # RTLD_NOLOAD: only find the copy already loaded; never load the driver ourselves.
+        driver = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        count = ctypes.c_int(0)
+        return int(driver.cuDeviceGetCount(ctypes.byref(count)))
+    except (OSError, AttributeError):
+        return None
 
 
-def _check_spawnable(fn: Callable[..., Any], args: tuple) -> None:
-    """Raise LaunchError if a spawned interpreter could not import `fn` or unpickle `args`."""
-    main = sys.modules.get("__main__")
-    if getattr(fn, "__module__", None) == "__main__" and not getattr(main, "__file__", None):
-        if _gpu_runtime_initialised():
-            why = (
-                "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
-                "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
-            )
-        else:
-            why = "With spawn, each rank is a fresh interpreter. "
-        raise LaunchError(
-            why + f"A spawned interpreter imports the worker by name, and {fn.__name__!r} is "
-            "defined in the notebook (the module __main__), which a fresh interpreter cannot "
-            "import. Move the function into a .py file next to the notebook and import it, or "
-            "restart the kernel and launch before anything touches CUDA, so that fork can be used."
+def _cuda_driver_started(maps: str | None = None, state: Callable[[str], int | None] | None = None) -> bool:
+    """True when the CUDA driver was initialised in this process (Linux only; False elsewhere).
+
+    `maps` is the file listing this process's mapped libraries (default /proc/self/maps) and
+    `state` the function that asks a mapped driver (default `_cuda_driver_state`); both can be
+    replaced, for tests. A driver library that is mapped but cannot be asked counts as started.
+    """
+    state = state or _cuda_driver_state
+    try:
+        with open(maps or _PROC_MAPS, encoding="utf-8", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return False  # no /proc (macOS, Windows): nothing to go by
+    drivers = set()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and os.path.basename(fields[5]).startswith("libcuda.so"):
+            drivers.add(fields[5])
+    return any(state(path) != _CUDA_ERROR_NOT_INITIALIZED for path in sorted(drivers))
+
+
+class _MainFinder(pickle.Pickler):
+    """Pickles to nowhere, noting the functions and classes it would send by name from __main__."""
+
+    def __init__(self) -> None:
+        super().__init__(io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL)
+        self.found: list[str] = []
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type | types.FunctionType) and getattr(obj, "__module__", None) == "__main__":
+            self.found.append(getattr(obj, "__name__", repr(obj)))
+        return NotImplemented  # pickle it as usual
+
+
+def _notebook_names(fn: Callable[..., Any], args: tuple = ()) -> list[str]:
+    """The functions and classes among `fn` and `args` that a spawned interpreter cannot import.
+
+    Those defined in a notebook: in the module __main__ of a process with no main file (a
+    kernel). A script's __main__ can be imported by a spawned interpreter, so it is not listed.
+    """
+    if getattr(sys.modules.get("__main__"), "__file__", None):
+        return []
+    finder = _MainFinder()
+    with contextlib.suppress(Exception):  # what cannot be pickled is reported by _check_spawnable
+        finder.dump((fn, args))
+    return list(dict.fromkeys(finder.found))
+
+
+def _spawnable(fn: Callable[..., Any], args: tuple = ()) -> bool:
+    """Whether a spawned interpreter could receive `fn` and `args`: nothing from a notebook, all picklable."""
+    if _notebook_names(fn, args):
+        return False
+    try:
+        pickle.dumps((fn, args))
+    except Exception:
+        return False
+    return True
+
+
+def _start_method_and_reason(fn: Callable[..., Any] | None = None, args: tuple = ()) -> tuple[str, str]:
+    """The start method to use here for `fn(*args)`, and why spawn ("" for fork), for error messages."""
+    if "fork" not in mp.get_all_start_methods():
+        return "spawn", "This platform has no fork (Windows), so every rank is a fresh interpreter (spawn). "
+    if _gpu_runtime_initialised():
+        return "spawn", (
+            "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
+            "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
         )
+    if _cuda_driver_started() and (fn is None or _spawnable(fn, args)):
+        return "spawn", (
+            "The CUDA driver has been started in this process, and a child forked after that "
+            "cannot use CUDA, so the launcher spawns fresh interpreters. "
+        )
+    return "fork", ""
+
+
+def choose_start_method(fn: Callable[..., Any] | None = None, args: Sequence[Any] = ()) -> str:
+    """The start method `launch` uses by default here (for `fn(*args)`): "fork" where safe, else "spawn".
+
+    fork needs an OS that has it (Linux, macOS; not Windows) and no GPU runtime started in the
+    parent: once PyTorch has initialised CUDA here, a forked child cannot use it, so spawn.
+    On Linux a CUDA driver that was merely started also counts (`torch.cuda.is_available()`
+    starts it, and so does the first `backward()` on a machine with a GPU, while
+    `torch.cuda.is_initialized()` stays False): then a child forked now could not use CUDA
+    either, and `launch` spawns every worker that a fresh interpreter can import. A function
+    defined in a notebook (or given one in `args`) cannot be spawned, so `launch` still forks
+    it, which suits the CPU workers of the course; such a worker must not use CUDA, nor
+    backward() once the kernel ran one on a GPU machine (if it does, the WorkerError says why
+    it failed). Without `fn`, the answer is for an importable worker.
+    """
+    return _start_method_and_reason(fn, tuple(args))[0]
+
+
+def _spawn_advice(names: Sequence[str], fn: Callable[..., Any], why: str, explicit: bool) -> str:
+    """The LaunchError text for notebook functions (or classes) that spawn cannot import."""
+    fn_name = getattr(fn, "__name__", None)
+    if list(names) == [fn_name]:
+        what = f"{fn_name!r} is defined in the notebook"
+    else:
+        listed = ", ".join(repr(n) for n in names)
+        verb = "is" if len(names) == 1 else "are"
+        what = f"{listed} (the worker or its arguments) {verb} defined in the notebook"
+    cannot = (
+        f"A spawned interpreter imports the worker and its arguments by name, and {what} (the "
+        "module __main__), which a fresh interpreter cannot import. "
+    )
+    if explicit:
+        return (
+            "You asked for method='spawn': each rank is a fresh interpreter. " + cannot + "Leave "
+            "method unset: the launcher then forks where that is safe, and fork runs functions "
+            "defined in a notebook. Or move the function into a .py file next to the notebook "
+            "and import it."
+        )
+    if "fork" not in mp.get_all_start_methods():
+        return (
+            why + cannot + "Move the function into a .py file next to the notebook and import "
+            "it, or run the course in WSL2 (Linux on Windows), where the launcher can fork."
+        )
+    return (
+        why + cannot + "Move the function into a .py file next to the notebook and import it, or "
+        "restart the kernel and launch before anything starts CUDA (count GPUs with "
+        "torch.cuda.device_count(), which leaves the driver alone, not torch.cuda.is_available()), "
+        "so that fork can be used."
+    )
+
+
+def _check_spawnable(fn: Callable[..., Any], args: tuple, why: str, explicit: bool) -> None:
+    """Raise LaunchError if a spawned interpreter could not import `fn` or unpickle `args`."""
+    names = _notebook_names(fn, args)
+    if names:
+        raise LaunchError(_spawn_advice(names, fn, why, explicit))
     try:
         pickle.dumps((fn, args))
     except Exception as err:
@@ -256,6 +474,44 @@ def _check_spawnable(fn: Callable[..., Any], args: tuple) -> None:
             f"spawn must pickle the worker and its args, and that failed ({type(err).__name__}: "
             f"{err}). Use a function defined at the top level of a .py module, and picklable args."
         ) from None
+
+
+def _set_parent_death_signal(sig: int) -> bool:
+    """Linux: have the kernel send `sig` to this process when its parent dies. True if it did."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _isolate(parent_pid: int) -> None:
+    """First thing in a new rank, before any user code: a session of its own, death with its parent.
+
+    The session (a new process group) lets the launcher stop the rank and everything it
+    started with one signal to the group, as torchrun does. The parent-death signal makes the
+    kernel kill the rank if the launching process dies without stopping it; checking the parent
+    afterwards closes the gap in which the parent died before the request was made.
+    """
+    if hasattr(os, "setsid"):
+        with contextlib.suppress(OSError):
+            os.setsid()
+    if sys.platform.startswith("linux"):
+        _set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != parent_pid:
+            os._exit(1)  # orphaned already: the launcher is gone
+
+
+def _send(conn: Connection, payload: bytes) -> None:
+    """Send one pickled message to the launcher (framed for the parent's non-blocking reader)."""
+    if not _RAW_PIPES:
+        conn.send_bytes(payload)
+        return
+    fd = conn.fileno()
+    for part in (_HEADER.pack(len(payload)), payload):
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def _bootstrap(
@@ -267,7 +523,8 @@ def _bootstrap(
     inherited_fds: tuple[int, ...],
 ) -> None:
     """Run in each worker: set torchrun's environment, call fn, send the result or the error."""
-    for fd in inherited_fds:  # the parent's listening socket, inherited through fork
+    _isolate(parent_pid)
+    for fd in inherited_fds:  # the parent's listening socket and pipe ends, inherited through fork
         with contextlib.suppress(OSError):
             os.close(fd)
     os.environ.update(env)
@@ -275,7 +532,12 @@ def _bootstrap(
         # The variable only acts when a process starts; a forked child must be told directly.
         torch.set_num_threads(1)
     try:
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except SystemExit as err:
+            if err.code not in (None, 0):
+                raise
+            result = None  # sys.exit(0) ends a rank successfully, as under torchrun
         try:
             payload = pickle.dumps(("ok", result))
         except Exception as err:
@@ -283,38 +545,119 @@ def _bootstrap(
                 f"the return value ({type(result).__name__}) cannot be pickled, so it cannot be "
                 f"sent back to the launcher: {err}. Return plain values (numbers, lists, tensors)."
             ) from err
-        conn.send_bytes(payload)
+        _send(conn, payload)
     except BaseException as err:
         frames = traceback.format_exception(type(err), err, err.__traceback__)
         with contextlib.suppress(Exception):
-            conn.send_bytes(pickle.dumps(("error", type(err).__name__, str(err), "".join(frames))))
+            _send(conn, pickle.dumps(("error", type(err).__name__, str(err), "".join(frames))))
         # Stay alive until the parent stops us (or goes away): if this rank exited now, its
         # peers blocked in a collective would fail in turn, and their secondary errors could
         # reach the parent before this one. The parent stops every rank at once instead.
         deadline = time.monotonic() + _FAILED_RANK_LINGER_SECONDS
         while time.monotonic() < deadline and os.getppid() == parent_pid:
             with contextlib.suppress(Exception):
-                if conn.poll(_POLL_SECONDS):
+                if conn.poll(_POLL_SECONDS):  # the parent closed its end
                     break
         os._exit(1)
     finally:
         conn.close()
 
 
-def _stop(processes: Sequence[mp.process.BaseProcess], grace: float = GRACE_SECONDS) -> None:
-    """Terminate every live process, kill those still alive after `grace` seconds, join all."""
-    started = [p for p in processes if p.pid is not None]
-    for proc in started:
-        if proc.is_alive():
+class _Inbox:
+    """The parent's end of one rank's pipe, read without ever blocking."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.closed = False  # the pipe reached its end, or broke
+        self._buffer = bytearray()
+        self._whole: bytes | None = None
+        if _RAW_PIPES:
+            os.set_blocking(conn.fileno(), False)
+
+    def pump(self) -> None:
+        """Take in whatever has arrived."""
+        if self.closed or self._whole is not None:
+            return
+        if not _RAW_PIPES:
+            try:
+                if self.conn.poll():
+                    self._whole = self.conn.recv_bytes()
+            except (EOFError, OSError):
+                self.closed = True
+            return
+        while True:
+            try:
+                chunk = os.read(self.conn.fileno(), 1 << 20)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.closed = True
+                return
+            if not chunk:
+                self.closed = True
+                return
+            self._buffer += chunk
+
+    def message(self) -> tuple | None:
+        """The rank's message once it has arrived whole, else None."""
+        if _RAW_PIPES and self._whole is None and len(self._buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buffer)
+            if len(self._buffer) >= _HEADER.size + size:
+                self._whole = bytes(self._buffer[_HEADER.size : _HEADER.size + size])
+                self._buffer.clear()
+        if self._whole is None:
+            return None
+        return pickle.loads(self._whole)
+
+
+def _signal_group(proc: mp.process.BaseProcess, sig: int) -> None:
+    """Send `sig` to a rank's process group: the rank and every process it started.
+
+    A rank that has not made its group yet (it has just started) gets the signal alone; a
+    group outlives its rank while processes the rank started are alive. Without process groups
+    (Windows) the rank alone is terminated or killed.
+    """
+    if not hasattr(os, "killpg"):
+        if proc.exitcode is None:
             with contextlib.suppress(OSError):
-                proc.terminate()
+                if sig == signal.SIGTERM:
+                    proc.terminate()
+                else:
+                    proc.kill()
+        return
+    try:
+        os.killpg(proc.pid, sig)  # type: ignore[arg-type]
+        return
+    except ProcessLookupError:
+        pass  # no such group: the rank has not called setsid yet, or it and its group are gone
+    except PermissionError:
+        return
+    if proc.exitcode is None:  # still running (not reaped), so its pid is still its own
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, sig)  # type: ignore[arg-type]
+
+
+def _stop(
+    processes: Sequence[mp.process.BaseProcess], grace: float = GRACE_SECONDS, patience: float = 0.0
+) -> None:
+    """Stop every rank and what it started; join them all.
+
+    Ranks get `patience` seconds to exit by themselves (after sending their results). Then
+    every rank's group gets SIGTERM, and SIGKILL once the ranks have exited or `grace` seconds
+    have passed: SIGKILL goes to every group, also of ranks that exited, since processes they
+    started may have outlived them.
+    """
+    started = [p for p in processes if p.pid is not None]
+    deadline = time.monotonic() + patience
+    for proc in started:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in started:
+        _signal_group(proc, signal.SIGTERM)
     deadline = time.monotonic() + grace
     for proc in started:
         proc.join(max(0.0, deadline - time.monotonic()))
     for proc in started:
-        if proc.is_alive():
-            with contextlib.suppress(OSError):
-                proc.kill()
+        _signal_group(proc, signal.SIGKILL)
     for proc in started:
         proc.join()
         proc.close()
@@ -331,11 +674,28 @@ def _describe_exit(exitcode: int | None) -> str:
     return f"exited with code {exitcode} before returning a result"
 
 
+_FORKED_CUDA_HINT = (
+    "This rank was forked from a process that had already started CUDA (torch.cuda.is_available() "
+    "starts its driver; the first backward() on a machine with a GPU starts the driver and "
+    "autograd's GPU threads), and a forked process can then use neither CUDA nor backward(). Put "
+    "the worker in a .py file and import it (the launcher then spawns it), or restart the kernel "
+    "and launch before anything starts CUDA or runs backward()."
+)
+_SPAWN_HINT = (
+    "A spawned rank that exits with code 1 before sending anything usually could not load the "
+    "worker: Python printed why on the launching process's stderr (the terminal, or the "
+    "notebook's output). Check that the function can be imported by name from a .py file, and "
+    "that its arguments can be unpickled."
+)
+
+
 def _check_arguments(fn: object, nprocs: object, args: object, timeout: object) -> None:
     """Raise an error that says what to pass when launch's arguments are wrong."""
     if not callable(fn):
         raise TypeError(f"fn must be a function to run in each process, not {type(fn).__name__}")
-    if not isinstance(nprocs, int) or isinstance(nprocs, bool) or nprocs < 1:
+    if not isinstance(nprocs, int) or isinstance(nprocs, bool):
+        raise TypeError(f"nprocs must be a whole number of processes (an int such as 2), not {nprocs!r}")
+    if nprocs < 1:
         raise ValueError(f"nprocs must be a whole number of processes, at least 1, not {nprocs!r}")
     if isinstance(args, str | bytes) or not isinstance(args, Sequence):
         raise TypeError(f"args must be a tuple or list of arguments for fn, not {type(args).__name__}")
@@ -343,55 +703,80 @@ def _check_arguments(fn: object, nprocs: object, args: object, timeout: object) 
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
 
 
-def _receive(conn: Connection) -> tuple | None:
-    """One message from a worker's pipe, or None when it closed without sending one."""
-    try:
-        return pickle.loads(conn.recv_bytes())
-    except (EOFError, OSError):
-        return None
-    finally:
-        conn.close()
+def _first_failure(failures: dict[int, WorkerError]) -> WorkerError:
+    """The failure to report, with the others attached: deaths before raises, then by rank."""
+    first = min(failures.values(), key=lambda f: (f.exc_type is not None, f.rank))
+    others = {rank: f for rank, f in failures.items() if rank != first.rank}
+    if not others:
+        return first
+    return WorkerError(
+        first.rank, first.world_size, first.exc_type, first.message, first.traceback, first.hint, others
+    )
+
+
+def _forked_cuda_failure(text: str) -> bool:
+    """Whether a worker's error message is CUDA (or autograd) refusing to work in a forked process."""
+    return (
+        "Cannot re-initialize CUDA in forked subprocess" in text
+        or "autograd's threading in combination with fork" in text
+        or ("CUDA" in text and "initialization error" in text)
+    )
 
 
 def _collect(
-    processes: Sequence[mp.process.BaseProcess], connections: dict[Connection, int], timeout: float
+    processes: Sequence[mp.process.BaseProcess],
+    inboxes: Sequence[_Inbox],
+    timeout: float,
+    method: str,
+    cuda_started: bool = False,
 ) -> list[Any]:
-    """Wait for every rank's result; raise at the first failure or when time runs out.
+    """Wait for every rank's result; raise shortly after the first failure, or when time runs out.
 
-    `connections` maps each rank's pipe to its rank; read pipes are removed from it.
+    Every pass (at most `_POLL_SECONDS` apart) reads what the pipes hold and looks at every
+    rank's exit code: a rank's death is seen even while processes it started hold its pipe open.
+    `cuda_started`: the ranks were forked after CUDA was started here (for a hint).
     """
     nprocs = len(processes)
     results: dict[int, Any] = {}
-    sentinels = {proc.sentinel: rank for rank, proc in enumerate(processes)}
+    failures: dict[int, WorkerError] = {}
     deadline = time.monotonic() + timeout
-    while len(results) < nprocs:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise LaunchTimeoutError([r for r in range(nprocs) if r not in results], nprocs, timeout)
-        ready = wait([*connections, *sentinels], timeout=remaining)
-        readable = {connections[c] for c in ready if c in connections}
-        dead = {sentinels.pop(s) for s in ready if s in sentinels}
-        failures: list[WorkerError] = []
-        for rank in sorted(readable | dead):
-            conn = next((c for c, r in connections.items() if r == rank), None)
-            if conn is None:
-                continue  # its message was read on an earlier pass
-            del connections[conn]
-            # A rank that died has closed its end: poll() sees its message or the end of file.
-            message = _receive(conn) if rank in readable or conn.poll() else None
-            conn.close()
-            if message is None:
-                processes[rank].join(GRACE_SECONDS)  # its pipe is closed: it is exiting
-                failures.append(WorkerError(rank, nprocs, None, _describe_exit(processes[rank].exitcode)))
-            elif message[0] == "ok":
+    report_at: float | None = None
+    while True:
+        pending = [r for r in range(nprocs) if r not in results and r not in failures]
+        now = time.monotonic()
+        if report_at is not None and (not pending or now >= report_at or now >= deadline):
+            raise _first_failure(failures)
+        if not pending:
+            return [results[rank] for rank in range(nprocs)]
+        if now >= deadline:
+            raise LaunchTimeoutError(pending, nprocs, timeout)
+        wake = min(deadline, report_at or deadline, now + _POLL_SECONDS)
+        open_pipes = [inboxes[r].conn for r in pending if not inboxes[r].closed]
+        if open_pipes:
+            wait(open_pipes, timeout=max(0.0, wake - now))
+        else:
+            time.sleep(max(0.0, wake - now))
+        for rank in pending:
+            inbox, proc = inboxes[rank], processes[rank]
+            inbox.pump()
+            exitcode = proc.exitcode
+            if exitcode is not None:
+                inbox.pump()  # everything it wrote before it ended is in the pipe now
+            message = inbox.message()
+            if message is not None and message[0] == "ok":
                 results[rank] = message[1]
-            else:
+            elif message is not None:
                 _, exc_type, text, trace = message
-                failures.append(WorkerError(rank, nprocs, exc_type, text, trace))
-        if failures:
-            # Several at once: report the lowest rank, so the report does not depend on timing.
-            raise min(failures, key=lambda f: f.rank)
-    return [results[rank] for rank in range(nprocs)]
+                hint = _FORKED_CUDA_HINT if cuda_started and _forked_cuda_failure(text) else ""
+                failures[rank] = WorkerError(rank, nprocs, exc_type, text, trace, hint)
+            elif exitcode == 0:
+                results[rank] = None  # exit code 0 is success, as under torchrun
+            elif exitcode is not None:
+                hint = _SPAWN_HINT if method == "spawn" and exitcode == 1 else ""
+                failures[rank] = WorkerError(rank, nprocs, None, _describe_exit(exitcode), hint=hint)
+                _signal_group(proc, signal.SIGKILL)  # what it started is of no use now
+        if failures and report_at is None:
+            report_at = time.monotonic() + _FAILURE_WINDOW_SECONDS
 
 
 def launch(
@@ -408,8 +793,9 @@ def launch(
     MASTER_PORT and the rest of what `torchrun --nproc-per-node=nprocs` sets, so `fn` calls
     `dist.init_process_group("gloo")` itself and runs unchanged under torchrun. As torchrun's
     agent does, the launcher hosts the rendezvous store, on 127.0.0.1 only, on `master_port`
-    (None: a free port). Return values must be picklable; they come back ordered by rank.
-    `method` is the start method, "fork" or "spawn"; None picks one (see `choose_start_method`).
+    (None: a free port). Return values must be picklable; they come back ordered by rank (None
+    for a rank that ended with `sys.exit(0)`). `method` is the start method, "fork" or
+    "spawn"; leave it None to fork where that is safe (see `choose_start_method`).
 
     Raises:
         WorkerError: a rank raised (or died); it names the rank and carries the message and
@@ -421,14 +807,16 @@ def launch(
     """
     _check_arguments(fn, nprocs, args, timeout)
     args = tuple(args)
+    explicit = method is not None
+    why = ""
     if method is None:
-        method = choose_start_method()
+        method, why = _start_method_and_reason(fn, args)
     elif method not in ("fork", "spawn"):
         raise ValueError(f'method must be "fork", "spawn" or None (choose), not {method!r}')
     elif method not in mp.get_all_start_methods():
-        raise LaunchError(f"this platform cannot start processes with {method!r}; use method=None")
+        raise LaunchError(f"this platform cannot start processes with {method!r}; leave method unset (None)")
     if method == "spawn":
-        _check_spawnable(fn, args)
+        _check_spawnable(fn, args, why, explicit)
     ctx = mp.get_context(method)
     base_env: dict[str, str] = {}
     if "GLOO_SOCKET_IFNAME" not in os.environ:
@@ -438,20 +826,24 @@ def launch(
 
     listener = _listening_socket(master_port)
     port = listener.getsockname()[1]
-    inherited = (listener.fileno(),) if method == "fork" else ()
+    error_folder = tempfile.mkdtemp(prefix="course-launch-")
     store: TCPStore | None = None
     processes: list[mp.process.BaseProcess] = []
-    connections: dict[Connection, int] = {}
+    inboxes: list[_Inbox] = []
+    finished = False
     try:
         for rank in range(nprocs):
             parent_end, child_end = ctx.Pipe(duplex=True)
-            connections[parent_end] = rank
+            inboxes.append(_Inbox(parent_end))
+            inherited = (listener.fileno(), *(i.conn.fileno() for i in inboxes)) if method == "fork" else ()
+            os.mkdir(os.path.join(error_folder, str(rank)))
+            error_file = os.path.join(error_folder, str(rank), "error.json")
             proc = ctx.Process(
                 target=_bootstrap,
                 args=(
                     fn,
                     args,
-                    base_env | torchrun_env(rank, nprocs, port),
+                    base_env | torchrun_env(rank, nprocs, port, error_file=error_file),
                     child_end,
                     os.getpid(),
                     inherited,
@@ -479,12 +871,15 @@ def launch(
             timeout=timedelta(seconds=timeout),
             master_listen_fd=listener.detach(),
         )
-
-        return _collect(processes, connections, timeout)
+        cuda_started = method == "fork" and (_gpu_runtime_initialised() or _cuda_driver_started())
+        results = _collect(processes, inboxes, timeout, method, cuda_started)
+        finished = True
+        return results
     finally:
-        for conn in connections:
-            conn.close()
-        _stop(processes)
+        for inbox in inboxes:
+            inbox.conn.close()  # a failed rank that waits for this end to close exits by itself
+        _stop(processes, patience=_EXIT_PATIENCE_SECONDS if finished else 0.0)
         del store  # shuts the store's server down and closes its port
         if listener.fileno() != -1:
             listener.close()
+        shutil.rmtree(error_folder, ignore_errors=True)

@@ -19,6 +19,9 @@ from course_utils.exercises import CheckResult, failed, passed
 
 _WORLD_SIZE = 2
 _SAME = "Every rank must make the same collective calls, in the same order."
+# How gloo reports, in the waiting rank, that its peer left a collective (wording varies by
+# version and by timing: the connection is closed, or reset, while reading or writing).
+_PEER_GONE = ("remote worker", "Connection closed", "Connection reset", "Read error", "Broken pipe")
 
 
 def _gradient_worker(average_gradients: Callable[[nn.Module], Any]) -> dict[str, torch.Tensor]:
@@ -50,7 +53,7 @@ def check_average_gradients(average_gradients: Callable[[nn.Module], Any] | None
     except LaunchTimeoutError:
         return failed(f"the ranks never finished: a collective waited for a rank that skipped it. {_SAME}")
     except WorkerError as err:
-        if "remote worker" in err.message or "Connection closed" in err.message:
+        if any(words in err.message for words in _PEER_GONE):
             return failed(
                 f"rank {err.rank} lost its peer inside a collective: the other rank never called it "
                 f"and left. {_SAME}"
