@@ -83,6 +83,15 @@ GOOD = "--nnodes=2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 --mas
             "--rdzv-endpoint=10.0.0.1:29500 train.py",
             "--rdzv-id",
         ),
+        # --standalone replaces the endpoint with localhost:0 and a random id: never right here,
+        # however right the rest of the command is.
+        (
+            "torchrun --standalone --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d "
+            "--rdzv-endpoint=10.0.0.1:29500 --rdzv-id=job42 train.py",
+            "--standalone is for one machine alone",
+        ),
+        ("torchrun --standalone " + GOOD, "--standalone is for one machine alone"),
+        ("torchrun " + GOOD.replace("train.py", "--standalone train.py"), "--standalone"),
     ],
 )
 def test_node1_command_wrong(command, hint):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+import torch
 
 from course_utils.exercises import CheckResult
 from course_utils.exercises.performance import (
@@ -104,7 +105,9 @@ def test_median_and_iqr_accepts_a_right_function():
         (None, "write summarize"),
         (3, "pass the function itself"),
         (lambda t, w: 1 / 0, "ZeroDivisionError"),
-        (lambda t, w: None, "return a tuple"),
+        (lambda t, w: None, "return a tuple of two floats"),
+        (lambda t, w: tuple(torch.tensor(v) for v in right_summarize(t, w)), "got tensors: use .item()"),
+        (lambda t, w: (torch.tensor(1.0), 2.0), "got tensors: use .item()"),
         (lambda t, w: right_summarize(t, 0), "includes the warm-up"),
         (lambda t, w: (statistics.mean(t[w:]), right_summarize(t, w)[1]), "that is the mean"),
         (lambda t, w: (statistics.median(t[w:]), max(t[w:]) - min(t[w:])), "the IQR is not right"),

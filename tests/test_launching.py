@@ -7,6 +7,7 @@ starting torchrun.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -31,9 +32,11 @@ from course_utils.launching import (
     torchrun_command,
 )
 
+WORKERS = Path(__file__).resolve().parents[1] / "notebooks" / "workers"
 REPORT = """
 import json, os, sys
-names = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_ADDR", "GLOO_SOCKET_IFNAME", "EXTRA"]
+names = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_ADDR", "GLOO_SOCKET_IFNAME", "EXTRA",
+         "OMP_NUM_THREADS", "REMOVED"]
 print(json.dumps({n: os.environ.get(n) for n in names} | {"argv": sys.argv[1:]}), flush=True)
 """
 FAILS_ON_RANK_1 = """
@@ -42,13 +45,15 @@ if os.environ["RANK"] == "1":
     raise ValueError("bad batch on rank 1")
 print("rank 0 is fine")
 """
-# A worker that starts a process of its own, in a session of its own, writes its pid, and hangs.
+# A worker that starts a process of its own, in a session of its own, writes its pid to
+# FOLDER/RANK.pid, and hangs.
 HANGS = """
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
-with open(sys.argv[1] + ".part", "w") as f:
+path = os.path.join(sys.argv[1], os.environ["RANK"] + ".pid")
+with open(path + ".part", "w") as f:
     f.write(str(child.pid))
-os.replace(sys.argv[1] + ".part", sys.argv[1])
+os.replace(path + ".part", path)
 time.sleep(120)
 """
 
@@ -63,9 +68,14 @@ def script(tmp_path):
     return write
 
 
-def test_a_job_runs_on_loopback_with_this_python(script):
+def test_a_job_runs_on_loopback_with_this_python(script, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # as on many clusters
+    monkeypatch.setenv("REMOVED", "from the kernel")
     result = run_torchrun(
-        script("report.py", REPORT), ["--flag", "x y"], nproc_per_node=2, env={"EXTRA": "passed"}
+        script("report.py", REPORT),
+        ["--flag", "x y"],
+        nproc_per_node=2,
+        env={"EXTRA": "passed", "OMP_NUM_THREADS": None, "REMOVED": None},
     )
     rows = sorted(result.json_lines(), key=lambda r: r["RANK"])
     assert [(r["RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"]) for r in rows] == [("0", "0", "2"), ("1", "1", "2")]
@@ -73,6 +83,10 @@ def test_a_job_runs_on_loopback_with_this_python(script):
     if loopback_interface():
         assert {r["GLOO_SOCKET_IFNAME"] for r in rows} == {loopback_interface()}
     assert rows[0]["argv"] == ["--flag", "x y"] and rows[0]["EXTRA"] == "passed"
+    # None removes a variable: torchrun saw no OMP_NUM_THREADS, so it set 1 and said so.
+    assert {r["REMOVED"] for r in rows} == {None}
+    assert {r["OMP_NUM_THREADS"] for r in rows} == {"1"}
+    assert "Setting OMP_NUM_THREADS environment variable for each process" in result.stderr
     assert result.returncode == 0 and result.module == "torch.distributed.run"
     assert result.shell().startswith(
         "torchrun --nnodes=1 --node-rank=0 --nproc-per-node=2 --master-addr=127.0.0.1 "
@@ -82,15 +96,18 @@ def test_a_job_runs_on_loopback_with_this_python(script):
     assert str(result.master_port) not in result.shell()
 
 
-def test_two_nodes_form_one_job_and_leave_no_files(script, tmp_path, monkeypatch):
+def test_two_nodes_form_one_job_that_communicates_and_leave_no_files(tmp_path, monkeypatch):
+    """Notebook 07's worker, `who_am_i.py --all-reduce`, as two "nodes": one process group."""
     scratch = tmp_path / "scratch"  # torchrun's temporary files must go, and be removed
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))
     monkeypatch.setattr(launching.tempfile, "tempdir", None)  # make tempfile read TMPDIR again
-    results = run_nodes(script("report.py", REPORT), nnodes=2, nproc_per_node=1)
+    results = run_nodes(WORKERS / "who_am_i.py", ["--all-reduce"], nnodes=2, nproc_per_node=1)
     assert os.listdir(scratch) == []
     seen = [(r["RANK"], r["GROUP_RANK"], r["WORLD_SIZE"]) for res in results for r in res.json_lines()]
-    assert seen == [("0", "0", "2"), ("1", "1", "2")]
+    assert seen == [(0, 0, 2), (1, 1, 2)]
+    # all_reduce of the ranks gives 0 + 1 on both nodes: the two torchruns made one job.
+    assert [r["sum of all ranks"] for res in results for r in res.json_lines()] == [1, 1]
     assert "--node-rank=1" in results[1].shell()
     assert results[0].master_port == results[1].master_port
 
@@ -112,32 +129,46 @@ def test_a_failing_worker_gives_a_clear_error_without_paths(script, tmp_path):
     assert err.node_rank == 0
 
 
-def test_a_timeout_stops_every_process(script, tmp_path):
-    pid_file = tmp_path / "grandchild.pid"
-    start = time.monotonic()
+def test_a_timeout_stops_every_process(script, tmp_path, monkeypatch):
+    """The timeout expires only once the worker has started its own process, which must go too."""
+    pid_file = tmp_path / "0.pid"
+    pause = launching._pause
+    seen_at: list[float] = []
+
+    def wait_for_the_worker():
+        # A short timeout, but the helper's clock is not looked at again before the worker has
+        # written its pid file (up to 60 s on a slow machine): the run then times out at once.
+        limit = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < limit:
+            time.sleep(0.05)
+        if not seen_at:
+            seen_at.append(time.monotonic())
+        pause()
+
+    monkeypatch.setattr(launching, "_pause", wait_for_the_worker)
     with pytest.raises(TorchrunTimeoutError) as info:
-        run_torchrun(script("hangs.py", HANGS), [str(pid_file)], timeout=4)
-    assert time.monotonic() - start < 4 + 2 * launching.GRACE_SECONDS + 3
-    assert "still running after 4 s" in str(info.value)
+        run_torchrun(script("hangs.py", HANGS), [str(tmp_path)], timeout=2)
+    assert pid_file.exists(), "the hanging worker never started its own process"
+    assert time.monotonic() - seen_at[0] < 2 * launching.GRACE_SECONDS + 3  # stopped promptly
+    assert "still running after 2 s" in str(info.value)
     assert "$MASTER_PORT" in info.value.command
-    if pid_file.exists():  # the worker got as far as starting its own process: it is gone too
-        assert is_gone(int(pid_file.read_text()))
+    assert is_gone(int(pid_file.read_text()))  # the worker's own process, in a session of its own
 
 
 def test_an_interrupt_stops_every_process(script, tmp_path, monkeypatch):
     """Ctrl-C in the notebook (KeyboardInterrupt) while workers and their children run."""
-    pid_file = tmp_path / "grandchild.pid"
+    pid_files = [tmp_path / "0.pid", tmp_path / "1.pid"]
     pause = launching._pause
 
     def interrupt_once_started():
-        if pid_file.exists():
+        if all(f.exists() for f in pid_files):  # both workers have started their own process
             raise KeyboardInterrupt
         pause()
 
     monkeypatch.setattr(launching, "_pause", interrupt_once_started)
     with pytest.raises(KeyboardInterrupt):
-        run_torchrun(script("hangs.py", HANGS), [str(pid_file)], nproc_per_node=2, timeout=60)
-    assert is_gone(int(pid_file.read_text()))
+        run_torchrun(script("hangs.py", HANGS), [str(tmp_path)], nproc_per_node=2, timeout=60)
+    assert all(is_gone(int(f.read_text())) for f in pid_files)
 
 
 def test_a_port_in_use_is_refused_before_anything_starts(script):
@@ -167,12 +198,55 @@ def test_a_port_in_use_is_refused_before_anything_starts(script):
         ({"extra_args": ["--nnodes", "2"]}, ValueError, "may not set --nnodes"),
         ({"module": "torch.distributed.elastic"}, ValueError, "module must be one of"),
         ({"env": {"X": 1}}, TypeError, "env must map"),
+        ({"env": {"X": b"1"}}, TypeError, "or None"),
     ],
 )
 def test_bad_arguments_say_what_to_pass(script, kwargs, error, says):
     kwargs = {"script": script("report.py", REPORT)} | kwargs
     with pytest.raises(error, match=says):
         run_torchrun(**kwargs)
+
+
+def _train_ddp():
+    """notebooks/workers/train_ddp.py as a module (it only defines functions when imported)."""
+    spec = importlib.util.spec_from_file_location("train_ddp", WORKERS / "train_ddp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("local_rank", "gpu_count"), [(1, 1), (0, 0), (4, 2)])
+def test_train_ddp_says_what_to_run_with_fewer_gpus_than_processes(local_rank, gpu_count):
+    """`torchrun --nproc-per-node=2 train_ddp.py` on one GPU: a clear error, not "invalid device ordinal"."""
+    with pytest.raises(
+        RuntimeError, match=f"LOCAL_RANK={local_rank}, but this machine shows only {gpu_count}"
+    ) as info:
+        _train_ddp().check_enough_gpus(local_rank, gpu_count)
+    assert "--nproc-per-node=gpu" in str(info.value) and "--cpu" in str(info.value)
+
+
+def test_train_ddp_checks_before_it_touches_a_gpu(monkeypatch, tmp_path):
+    """main() on a "one-GPU machine" as LOCAL_RANK=1: the check stops it before set_device or nccl."""
+    train_ddp = _train_ddp()
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("reached a GPU call before checking the number of GPUs")
+
+    monkeypatch.setattr(train_ddp.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(train_ddp.torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(train_ddp.torch.cuda, "set_device", must_not_run)
+    monkeypatch.setattr(train_ddp.dist, "init_process_group", must_not_run)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--out", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="LOCAL_RANK=1, but this machine shows only 1 GPU"):
+        train_ddp.main()
+
+
+def test_train_ddp_accepts_one_gpu_per_process():
+    train_ddp = _train_ddp()
+    for local_rank in range(4):
+        train_ddp.check_enough_gpus(local_rank, 4)  # no error
+    assert "--cpu" in train_ddp.__doc__ and "--nproc-per-node=gpu" in train_ddp.__doc__
 
 
 def test_bad_node_counts(script):
@@ -196,6 +270,15 @@ def test_the_command_is_this_pythons_torchrun():
     ]
     legacy = torchrun_command("w.py", master_port=1, module="torch.distributed.launch")
     assert legacy[1:3] == ["-m", "torch.distributed.launch"]
+
+
+def test_env_sets_and_removes_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    monkeypatch.setenv("KEPT", "yes")
+    env = launching._child_env({"OMP_NUM_THREADS": None, "NOT_THERE": None, "NEW": "1"}, str(tmp_path))
+    assert "OMP_NUM_THREADS" not in env and "NOT_THERE" not in env
+    assert env["NEW"] == "1" and env["KEPT"] == "yes" and env["TMPDIR"] == str(tmp_path)
+    assert os.environ["OMP_NUM_THREADS"] == "8"  # this process's environment is untouched
 
 
 def test_shell_line_and_json_lines():

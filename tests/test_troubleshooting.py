@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.troubleshooting import ChildRun, last_error_line, run_python, scrub_paths
+from course_utils.troubleshooting import (
+    ChildRun,
+    last_error_line,
+    run_python,
+    scrub_paths,
+    shorten_builtin_modules,
+)
 
 
 def notebook_function() -> None:
@@ -52,10 +58,22 @@ def test_stdin_carries_a_pickle_and_a_main_function_cannot_be_found():
     payload = b"c__main__\nnotebook_function\n."  # the GLOBAL a notebook function pickles to
     assert pickle.loads(payload.replace(b"__main__", __name__.encode())) is notebook_function
     child = run_python("import pickle, sys; pickle.loads(sys.stdin.buffer.read())", stdin=payload)
-    assert (
-        child.error
-        == "AttributeError: Can't get attribute 'notebook_function' on <module '__main__' (built-in)>"
-    )
+    # Python 3.11 ends the line with "(built-in)>", 3.12+ with "(<class '...BuiltinImporter'>)>":
+    # run_python writes both as <module '__main__'>.
+    assert child.error == "AttributeError: Can't get attribute 'notebook_function' on <module '__main__'>"
+
+
+@pytest.mark.parametrize(
+    "loader",
+    ["(built-in)", "(<class '_frozen_importlib.BuiltinImporter'>)"],  # Python 3.11; 3.12 and later
+)
+def test_builtin_modules_read_the_same_on_every_python(loader):
+    prefix = "AttributeError: Can't get attribute 'work' on "
+    assert shorten_builtin_modules(f"{prefix}<module '__main__' {loader}>") == f"{prefix}<module '__main__'>"
+    kept = "<module 'os' from 'os.py'> and <module 'x' (namespace)>"  # not built-in: unchanged
+    assert shorten_builtin_modules(kept) == kept
+    with pytest.raises(TypeError, match="expects a str"):
+        shorten_builtin_modules(None)
 
 
 def test_error_lines_have_no_machine_paths():

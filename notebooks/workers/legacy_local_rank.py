@@ -3,11 +3,14 @@
 Kept to show what happens when it meets today's `python -m torch.distributed.launch`, which
 passes `--local-rank=<n>` (with a dash): argparse does not know that spelling and stops with
 "unrecognized arguments". Do not copy this: read `os.environ["LOCAL_RANK"]`, as `train_ddp.py` does.
+The one line the course adds prints, before parsing, the LOCAL_RANK the launcher put in the
+environment: today's launcher sets it too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def parse() -> argparse.Namespace:
@@ -18,5 +21,7 @@ def parse() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
+    # Added by the course, not in the seed: what the launcher put in the environment.
+    print(f"LOCAL_RANK in the environment: {os.environ.get('LOCAL_RANK')}", flush=True)
     args = parse()
     print(f"local rank from the command line: {args.local_rank}", flush=True)

@@ -5,6 +5,10 @@ interpreters and calls `run(i, world_size, port, out_dir)` in each: the process 
 comes first, then `args`. Nothing sets RANK or MASTER_PORT for you, so the worker passes the
 rendezvous address, its rank and the world size to `init_process_group` itself.
 
+`fails_in_one` shows how mp.spawn reports an error: one process raises, the others are still at
+work; mp.spawn stops them and raises ProcessRaisedException with the failing index and the
+child's traceback.
+
 From a terminal (in `notebooks/`): `python workers/spawn_worker.py`.
 """
 
@@ -15,6 +19,7 @@ import os
 import socket
 import sys
 import tempfile
+import time
 
 import torch
 import torch.distributed as dist
@@ -36,6 +41,13 @@ def run(index: int, world_size: int, port: int, out_dir: str) -> None:
     dist.destroy_process_group()
     with open(os.path.join(out_dir, f"rank{index}.json"), "w") as file:
         json.dump(seen, file)
+
+
+def fails_in_one(index: int, failing: int) -> None:
+    """Process `failing` raises ValueError at once; every other process works (sleeps) for a minute."""
+    if index == failing:
+        raise ValueError(f"bad batch in process {index}")
+    time.sleep(60)  # stands in for a process still training; mp.spawn stops it when another fails
 
 
 if __name__ == "__main__":

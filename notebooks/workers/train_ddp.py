@@ -2,13 +2,16 @@
 
 From a terminal (in `notebooks/`):
 
-    torchrun --nproc-per-node=2 workers/train_ddp.py --out run        # 2 processes
-    torchrun --nproc-per-node=gpu workers/train_ddp.py --out run      # one process per GPU
+    torchrun --nproc-per-node=gpu workers/train_ddp.py --out run      # one process per GPU (nccl)
+    torchrun --nproc-per-node=2 workers/train_ddp.py --out run --cpu  # 2 processes on the CPU (gloo)
 
 Each process reads its LOCAL_RANK from the environment (seed 002's `--local_rank` argument is
 outdated), drives GPU LOCAL_RANK with `nccl` when there are GPUs, or the CPU with `gloo`
 (`--cpu` forces that), trains on its own share of the data through DistributedSampler, and
 rank 0 saves the plain model's state_dict. Every rank prints one JSON line about itself.
+On a machine with GPUs every process needs a GPU of its own: with more processes per machine
+than visible GPUs (`--nproc-per-node=2` on one GPU) the script stops with an error that says
+so, instead of CUDA's "invalid device ordinal".
 """
 
 from __future__ import annotations
@@ -27,6 +30,21 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 
+def check_enough_gpus(local_rank: int, gpu_count: int) -> None:
+    """Raise RuntimeError, saying what to run instead, when GPU `local_rank` does not exist.
+
+    torchrun starts --nproc-per-node processes on each machine, LOCAL_RANK 0, 1, ...; process
+    LOCAL_RANK drives GPU LOCAL_RANK, so there must be at least as many visible GPUs as processes.
+    """
+    if local_rank >= gpu_count:
+        raise RuntimeError(
+            f"this is the process with LOCAL_RANK={local_rank}, but this machine shows only {gpu_count} "
+            f"GPU(s) (torch.cuda.device_count()), so GPU {local_rank} does not exist: torchrun started "
+            "more processes per machine than there are GPUs. Start one process per GPU with "
+            "--nproc-per-node=gpu, or pass --cpu to this script to train on the CPU with gloo."
+        )
+
+
 def main() -> None:
     """Train a linear model for a few epochs with DDP; rank 0 saves it to --out/model.pt."""
     parser = argparse.ArgumentParser(description="A tiny DDP training script for torchrun.")
@@ -38,6 +56,7 @@ def main() -> None:
 
     local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun: which GPU on this machine
     if torch.cuda.is_available() and not args.cpu:
+        check_enough_gpus(local_rank, torch.cuda.device_count())  # one GPU per process, or a clear error
         torch.cuda.set_device(local_rank)  # any accelerator: torch.accelerator.set_device_index
         device = torch.device("cuda", local_rank)
         dist.init_process_group("nccl", device_id=device)  # env:// is the default init_method

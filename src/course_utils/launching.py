@@ -289,14 +289,16 @@ def run_torchrun(
     check: bool = True,
     extra_args: Sequence[str] = (),
     module: str = "torch.distributed.run",
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
 ) -> TorchrunResult:
     """Run `torchrun --nproc-per-node=N script ...` on this machine and wait for it to finish.
 
     The command is `sys.executable -m torch.distributed.run` (what `torchrun` runs) with
     `--master-addr=127.0.0.1` and `master_port` (None: a free port). `module` may be
-    "torch.distributed.launch", the deprecated launcher, to see what it does. `env` adds
-    variables for the workers. With `check` (the default) a non-zero exit raises TorchrunError.
+    "torch.distributed.launch", the deprecated launcher, to see what it does. `env` changes the
+    environment of torchrun and its workers: a string sets a variable, None removes it
+    (`{"OMP_NUM_THREADS": None}` runs as if it had never been set, whatever this kernel has).
+    With `check` (the default) a non-zero exit raises TorchrunError.
 
     Raises:
         TorchrunError: the command failed (check=True); it shows the tail of its stderr.
@@ -318,7 +320,7 @@ def run_nodes(
     timeout: float = 60.0,
     check: bool = True,
     extra_args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
 ) -> list[TorchrunResult]:
     """Run one job as `nnodes` "nodes" on this machine: one torchrun per node, all at once.
 
@@ -385,7 +387,7 @@ def _run(
     check: bool,
     extra_args: Sequence[str],
     module: str,
-    env: Mapping[str, str] | None,
+    env: Mapping[str, str | None] | None,
 ) -> list[TorchrunResult]:
     """Check the arguments, start one torchrun per node, wait, stop everything, report."""
     commands = [
@@ -403,8 +405,8 @@ def _run(
     ]
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    if env is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        raise TypeError("env must map variable names to strings")
+    if env is not None and not all(isinstance(k, str) and isinstance(v, str | None) for k, v in env.items()):
+        raise TypeError("env must map variable names to strings (to set them) or None (to remove them)")
     if not Path(script).is_file():
         raise FileNotFoundError(
             f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
@@ -437,15 +439,20 @@ def _run(
     return results
 
 
-def _child_env(extra: Mapping[str, str] | None, folder: str) -> dict[str, str]:
-    """The environment for torchrun: this one, loopback for gloo, temporary files in `folder`."""
+def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str, str]:
+    """The environment for torchrun: this one, loopback for gloo, temporary files in `folder`,
+    then `extra` on top (a None value removes that variable)."""
     env = dict(os.environ)
     if "GLOO_SOCKET_IFNAME" not in env:
         interface = loopback_interface()
         if interface:
             env["GLOO_SOCKET_IFNAME"] = interface
     env["TMPDIR"] = folder  # torchrun's log folder and error files, removed with `folder`
-    env.update(extra or {})
+    for name, value in (extra or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 

@@ -6,7 +6,8 @@ its function by name. `run_python` runs such a snippet in a fresh interpreter (t
 Python, with this process's environment plus the changes asked for) and returns what it
 printed and, when it failed, the last line of its traceback: the `ExceptionType: message`
 line a user reads at the bottom of a crash, with this machine's paths replaced by
-placeholders so that the notebook's output is the same on every machine.
+placeholders and built-in modules written the same way on every Python version
+(`<module '__main__'>`), so that the notebook's output is the same on every machine.
 
 The child's stdin carries bytes from the parent when asked (for example a pickle), so that
 nothing is written to disk and no file path needs printing.
@@ -15,6 +16,7 @@ nothing is written to disk and no file path needs printing.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -23,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ChildRun", "last_error_line", "run_python", "scrub_paths"]
+__all__ = ["ChildRun", "last_error_line", "run_python", "scrub_paths", "shorten_builtin_modules"]
+
+# How Python shows a module that has no file, such as the __main__ of `python -c`: after its
+# name comes its loader, `(built-in)` up to 3.11, `(<class '_frozen_importlib.BuiltinImporter'>)`
+# from 3.12 (as in "Can't get attribute 'work' on <module '__main__' (built-in)>").
+_BUILTIN_MODULE = re.compile(
+    r"<module '([^']+)' \((?:built-in|<class '_frozen_importlib\.BuiltinImporter'>)\)>"
+)
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,7 @@ class ChildRun:
 
     returncode: int
     stdout: str
-    error: str | None  # "ExceptionType: message" (paths scrubbed) when it failed, else None
+    error: str | None  # "ExceptionType: message" (see run_python) when it failed, else None
 
     @property
     def ok(self) -> bool:
@@ -76,6 +85,18 @@ def scrub_paths(text: str) -> str:
     return text
 
 
+def shorten_builtin_modules(text: str) -> str:
+    """Write every built-in module in `text` by its name alone (`<module '__main__'>`), without its loader.
+
+    Python 3.11 shows the `__main__` of a fresh interpreter as `<module '__main__' (built-in)>`,
+    3.12 and later as `<module '__main__' (<class '_frozen_importlib.BuiltinImporter'>)>`; the
+    short form is what both mean, and it keeps a printed error the same on every version.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"shorten_builtin_modules expects a str, got {type(text).__name__}")
+    return _BUILTIN_MODULE.sub(r"<module '\1'>", text)
+
+
 def last_error_line(stderr: str) -> str | None:
     """The `ExceptionType: message` line a Python traceback ends with, or None when there is none.
 
@@ -106,8 +127,9 @@ def run_python(
     `env` changes the child's environment on top of this process's: a string sets a variable,
     None removes it (`{"CUDA_VISIBLE_DEVICES": None}` runs the child as if it had never been
     set). `stdin` is fed to the child's standard input. A child that fails is not an error
-    here: its last traceback line, paths scrubbed, is in `.error`. A child that runs longer
-    than `timeout` seconds is killed and RuntimeError is raised.
+    here: its last traceback line is in `.error`, with paths scrubbed and built-in modules
+    written the same way on every Python version (`shorten_builtin_modules`). A child that
+    runs longer than `timeout` seconds is killed and RuntimeError is raised.
     """
     if not isinstance(code, str) or not code.strip():
         raise ValueError("run_python needs the Python code to run, as a non-empty string")
@@ -145,5 +167,5 @@ def run_python(
         error = (
             last_error_line(stderr) or f"the child exited with status {done.returncode}, printing no error"
         )
-        error = scrub_paths(error)
+        error = shorten_builtin_modules(scrub_paths(error))
     return ChildRun(returncode=done.returncode, stdout=scrub_paths(stdout), error=error)

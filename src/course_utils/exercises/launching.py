@@ -109,6 +109,12 @@ def check_node1_command(command: Any) -> CheckResult:
         args = _parser().parse_args(words)
     except _ParseError as err:
         return failed(f"torchrun would refuse it: {err}.")
+    if args.standalone:  # first: it replaces the rendezvous options, whatever else the command says
+        return failed(
+            "--standalone is for one machine alone: torchrun then ignores --rdzv-endpoint, "
+            "--master-addr and --master-port and meets on this machine, on a free port, under a "
+            "random job id, so the other machine can never join. Leave it out on a multi-machine job."
+        )
     if args.training_script != SCRIPT:
         return failed(f"the script to run comes after torchrun's options; here it is {SCRIPT}.")
     if args.nnodes != "2":
@@ -137,8 +143,6 @@ def check_node1_command(command: Any) -> CheckResult:
         return failed("--master-addr is the address of node 0, where the rendezvous store listens.")
     if args.master_port != PORT:
         return failed("--master-port must be the port node 0 listens on, the same on both machines.")
-    if args.standalone:
-        return failed("--standalone is for one machine alone; leave it out on a multi-machine job.")
     return passed(
         "node 0 runs the same command with --node-rank=0; the 8 workers get RANK 0-3 on node 0 "
         "and 4-7 on node 1."

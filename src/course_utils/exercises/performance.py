@@ -10,6 +10,8 @@ import math
 import statistics
 from collections.abc import Iterable
 
+import torch
+
 from course_utils.exercises import CheckResult, failed, passed
 
 # Exercise 1: a DDP job of 4 processes, 32 samples per process per step. Each rank timed 8
@@ -157,8 +159,17 @@ def check_median_and_iqr(fn: object) -> CheckResult:
             result = fn(list(times), warmup)
         except Exception as err:
             return failed(f"summarize({times}, {warmup}) raised {type(err).__name__}: {err}")
+        tensors = isinstance(result, tuple) and any(isinstance(v, torch.Tensor) for v in result)
+        if tensors and len(result) == 2:
+            return failed(
+                f"summarize({times}, {warmup}) returned {result!r}; return a tuple of two floats "
+                "(median, iqr) (got tensors: use .item())"
+            )
         if not isinstance(result, tuple) or len(result) != 2 or not all(_is_number(v) for v in result):
-            return failed(f"summarize({times}, {warmup}) returned {result!r}; return a tuple (median, iqr)")
+            return failed(
+                f"summarize({times}, {warmup}) returned {result!r}; "
+                "return a tuple of two floats (median, iqr)"
+            )
         kept = times[warmup:]
         q1, median, q3 = statistics.quantiles(kept, n=4, method="inclusive")
         got_median, got_iqr = result

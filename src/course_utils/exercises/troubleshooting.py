@@ -87,7 +87,7 @@ QUESTIONS: dict[int, Question] = {
     4: Question(
         message=(
             "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 1 "
-            "(and in the log: AttributeError: Can't get attribute 'train' on <module '__main__' (built-in)>)"
+            "(and in the log: AttributeError: Can't get attribute 'train' on <module '__main__'>)"
         ),
         options={
             "A": "raise the process group's timeout",
