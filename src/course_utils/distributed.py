@@ -83,6 +83,9 @@ import psutil
 import torch
 from torch.distributed import TCPStore
 
+from course_utils.visible_devices import _already_loaded as _load_cuda_driver
+from course_utils.visible_devices import cuda_driver_started
+
 MASTER_ADDR = "127.0.0.1"
 GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when stopping ranks
 # After every rank has sent its result, how long the ranks may take to exit by themselves
@@ -101,7 +104,6 @@ _FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in 
 _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
-_CUDA_ERROR_NOT_INITIALIZED = 3
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 __all__ = [
@@ -321,40 +323,16 @@ def _gpu_runtime_initialised() -> bool:
     return bool(xpu is not None and hasattr(xpu, "is_initialized") and xpu.is_initialized())
 
 
-def _cuda_driver_state(path: str) -> int | None:
-    """Ask the CUDA driver mapped at `path` whether it was initialised, without loading it.
+def _cuda_driver_started(maps: str | None = None) -> bool:
+    """True when the CUDA driver was initialised in this process (`cuda_driver_started`), for fork's sake.
 
-    Returns the CUresult of `cuDeviceGetCount`: CUDA_SUCCESS (0) once `cuInit` has run,
-    CUDA_ERROR_NOT_INITIALIZED (3) before; None when the driver cannot be asked.
+    A driver library that is mapped but cannot be asked counts as started (forking is then not
+    safe to assume); with no memory map to read (not Linux) there is nothing to go by, and fork
+    stays. `maps` replaces /proc/self/maps, for tests.
     """
-    try:
-        # RTLD_NOLOAD: only find the copy already loaded; never load the driver ourselves.
-        driver = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        count = ctypes.c_int(0)
-        return int(driver.cuDeviceGetCount(ctypes.byref(count)))
-    except (OSError, AttributeError):
-        return None
-
-
-def _cuda_driver_started(maps: str | None = None, state: Callable[[str], int | None] | None = None) -> bool:
-    """True when the CUDA driver was initialised in this process (Linux only; False elsewhere).
-
-    `maps` is the file listing this process's mapped libraries (default /proc/self/maps) and
-    `state` the function that asks a mapped driver (default `_cuda_driver_state`); both can be
-    replaced, for tests. A driver library that is mapped but cannot be asked counts as started.
-    """
-    state = state or _cuda_driver_state
-    try:
-        with open(maps or _PROC_MAPS, encoding="utf-8", errors="replace") as file:
-            lines = file.read().splitlines()
-    except OSError:
-        return False  # no /proc (macOS, Windows): nothing to go by
-    drivers = set()
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and os.path.basename(fields[5]).startswith("libcuda.so"):
-            drivers.add(fields[5])
-    return any(state(path) != _CUDA_ERROR_NOT_INITIALIZED for path in sorted(drivers))
+    maps = maps or _PROC_MAPS
+    started = cuda_driver_started(maps, load=_load_cuda_driver)
+    return started if started is not None else os.path.exists(maps)
 
 
 class _MainFinder(pickle.Pickler):

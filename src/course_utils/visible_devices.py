@@ -382,8 +382,13 @@ def _libcuda_path(maps: str | Path) -> str | None:
     return ""
 
 
+def _already_loaded(path: str) -> ctypes.CDLL:
+    """The library at `path` as this process already has it mapped; never loads a copy (OSError if none)."""
+    return ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+
+
 def cuda_driver_started(
-    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] = ctypes.CDLL
+    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] = _already_loaded
 ) -> bool | None:
     """Whether the CUDA driver has started (`cuInit` ran) in this process; None when we cannot tell.
 
