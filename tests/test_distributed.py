@@ -21,6 +21,7 @@ import psutil
 import pytest
 import torch
 import torch.distributed as dist
+from fake_libcuda import FakeLibcuda
 from processes import SESSION_VARIABLE, _marked, is_gone, left_behind, wait_until_gone
 from torch.utils.data import DataLoader
 
@@ -536,20 +537,10 @@ def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
     # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
     assert choose_start_method(notebook_function()) == "fork"
     # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
-    monkeypatch.setattr(distributed, "_load_cuda_driver", lambda path: CudaDriver(0))
+    monkeypatch.setattr(distributed, "_load_cuda_driver", FakeLibcuda(0))
     assert choose_start_method() == "spawn"
-    monkeypatch.setattr(distributed, "_load_cuda_driver", lambda path: CudaDriver(3))
+    monkeypatch.setattr(distributed, "_load_cuda_driver", FakeLibcuda(3))
     assert choose_start_method() == "fork"  # CUDA builds load the driver at `import torch`
-
-
-class CudaDriver:
-    """A stand-in for the mapped CUDA driver library: cuDeviceGetCount answers `status`."""
-
-    def __init__(self, status: int) -> None:
-        self.status = status
-
-    def cuDeviceGetCount(self, count) -> int:
-        return self.status
 
 
 def fails_as_in_a_forked_child(message: str) -> None:

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from fake_libcuda import FakeLibcuda
 
 from course_utils import visible_devices as vd
 from course_utils.gpus import MIB, GpuInfo, Inventory, demo_inventory
@@ -402,21 +403,6 @@ MAPS_WITH_CUDA = MAPS_WITHOUT_CUDA + (
     "7f3a1d200000-7f3a1d201000 rw-p 00000000 00:00 0 \n"  # an anonymous mapping: no path
     "7f3a1e000000-7f3a1f000000 r-xp 00000000 08:01 3456 /usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06\n"
 )
-
-
-class FakeLibcuda:
-    """A stand-in for the CUDA driver library: cuDeviceGetCount answers `status`."""
-
-    def __init__(self, status: int) -> None:
-        self.status = status
-        self.opened: list[str] = []
-
-    def __call__(self, path: str) -> FakeLibcuda:
-        self.opened.append(path)
-        return self
-
-    def cuDeviceGetCount(self, count) -> int:
-        return self.status
 
 
 LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"
