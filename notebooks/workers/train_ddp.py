@@ -105,6 +105,7 @@ def main() -> None:
     # One write per line: torchrun runs workers unbuffered, and print() would write the newline
     # separately, so that two ranks' lines could run together.
     sys.stdout.write(json.dumps(line) + "\n")
+    del ddp, optimizer  # DDP goes before its process group: the other order can crash or hang gloo's teardown
     dist.destroy_process_group()
 
 
