@@ -18,7 +18,7 @@ from course_utils.benchmarking import (
     throughput_chart,
     throughput_row,
 )
-from course_utils.distributed import WorkerError, launch
+from course_utils.launcher import WorkerError, launch
 
 
 def fake_result(rank: int, world: int, times: list[float], batch: int = 8) -> dict:

@@ -6,7 +6,8 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
-from course_utils.exercises import models, tensors
+from course_utils.exercises import models_on_devices as models
+from course_utils.exercises import tensors_on_devices as tensors
 
 # ---- notebook 02 ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The checks of notebook 09's exercises accept right answers and explain wrong ones."""
+"""The checks of notebook 11's exercises accept right answers and explain wrong ones."""
 
 from __future__ import annotations
 

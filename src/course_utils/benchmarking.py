@@ -1,10 +1,10 @@
-"""Scaffolding for notebook 08: DDP workers that time their own steps, a results table, a chart.
+"""Scaffolding for notebook 09: DDP workers that time their own steps, a results table, a chart.
 
-The workers are plain functions to pass to `course_utils.distributed.launch` (or to run under
+The workers are plain functions to pass to `course_utils.launcher.launch` (or to run under
 `torchrun`). They live in this module, not in the notebook, because a worker defined in a notebook
 can only be started with `fork`, and `launch` must `spawn` once the notebook has touched CUDA (a
 forked child cannot use its parent's CUDA context): on a GPU machine `torch.utils.benchmark`
-synchronises the GPU, and so initialises CUDA, long before the DDP cells run. Notebook 08 prints
+synchronises the GPU, and so initialises CUDA, long before the DDP cells run. Notebook 09 prints
 their source, so the DDP calls stay visible.
 
 How a DDP worker measures, and why:
@@ -53,7 +53,7 @@ __all__ = [
 def make_mlp(widths: Sequence[int]) -> nn.Sequential:
     """A multilayer perceptron with ReLUs between `nn.Linear(widths[i], widths[i + 1])` layers.
 
-    The model every benchmark in notebook 08 trains: its cost is set by the widths alone, so the
+    The model every benchmark in notebook 09 trains: its cost is set by the widths alone, so the
     same widths give the same work on every machine.
     """
     widths = list(widths)

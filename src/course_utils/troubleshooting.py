@@ -1,6 +1,6 @@
 """Run a snippet in a fresh Python and read the error it ends with, as a user would see it.
 
-Used by notebook 09 (troubleshooting). Some errors only happen in a *new* process: a script
+Used by notebook 11 (troubleshooting). Some errors only happen in a *new* process: a script
 that sets an environment variable before anything else, or a spawned worker that must import
 its function by name. `run_python` runs such a snippet in a fresh interpreter (this very
 Python, with this process's environment plus the changes asked for) and returns what it

@@ -1,6 +1,6 @@
-"""Checks for the exercises of notebook 09 (troubleshooting).
+"""Checks for the exercises of notebook 11 (troubleshooting).
 
-Exercise 1 gives real error messages (the ones notebook 09 reproduces) and asks for the fix,
+Exercise 1 gives real error messages (the ones notebook 11 reproduces) and asks for the fix,
 as a letter; a wrong letter gets a hint on why that fix does not address the cause. Exercise 2
 asks for a corrected version of seed 002's GPU selection, which used `os.environ.setdefault`.
 """

@@ -14,7 +14,7 @@ safety around the command; the command line itself is torchrun's own and is show
   torchrun has no option to restrict where node 0's rendezvous store listens: it accepts
   connections on its port on every interface, as a multi-node job needs, for as long as the
   run lasts (seconds here).
-- A free port (`course_utils.distributed.free_port`), or the one you pass if it is free: a
+- A free port (`course_utils.launcher.free_port`), or the one you pass if it is free: a
   port in use is a clear `LaunchError` before anything starts.
 - A timeout, after which every process of the run is stopped; the same happens when the cell
   is interrupted or raises. Each torchrun starts in its own session; torchrun starts each worker
@@ -47,7 +47,7 @@ from typing import IO, Any
 
 import psutil
 
-from course_utils.distributed import LaunchError, free_port, loopback_interface
+from course_utils.launcher import LaunchError, free_port, loopback_interface
 
 __all__ = [
     "LOOPBACK",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_utils.exercises.launching import check_node1_command, check_rank_and_world_size
+from course_utils.exercises.launching_and_multi_node import check_node1_command, check_rank_and_world_size
 
 
 def test_rank_and_world_size_right():

@@ -1,4 +1,4 @@
-"""Self-checks for notebook 08 (measuring DP and DDP): throughput arithmetic and correct timing code.
+"""Self-checks for notebook 09 (measuring DP and DDP): throughput arithmetic and correct timing code.
 
 The numbers here are fixed example numbers, not measurements, so the checks give the same
 verdict on every machine. Each check says what is wrong with an answer, never the answer.

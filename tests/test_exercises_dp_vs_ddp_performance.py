@@ -1,4 +1,4 @@
-"""The self-checks of notebook 08 accept right answers and reject wrong ones without giving them away."""
+"""The self-checks of notebook 09 accept right answers and reject wrong ones without giving them away."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_utils.exercises import CheckResult
-from course_utils.exercises.performance import (
+from course_utils.exercises.dp_vs_ddp_performance import (
     EXAMPLE_STEP_TIMES,
     PER_RANK_BATCH,
     TIMING_SNIPPETS,

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from processes import is_gone
 
-from course_utils import launching
-from course_utils.distributed import LaunchError, loopback_interface
-from course_utils.launching import (
+from course_utils import torchrun
+from course_utils.launcher import LaunchError, loopback_interface
+from course_utils.torchrun import (
     TorchrunError,
     TorchrunResult,
     TorchrunTimeoutError,
@@ -101,7 +101,7 @@ def test_two_nodes_form_one_job_that_communicates_and_leave_no_files(tmp_path, m
     scratch = tmp_path / "scratch"  # torchrun's temporary files must go, and be removed
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))
-    monkeypatch.setattr(launching.tempfile, "tempdir", None)  # make tempfile read TMPDIR again
+    monkeypatch.setattr(torchrun.tempfile, "tempdir", None)  # make tempfile read TMPDIR again
     results = run_nodes(WORKERS / "who_am_i.py", ["--all-reduce"], nnodes=2, nproc_per_node=1)
     assert os.listdir(scratch) == []
     seen = [(r["RANK"], r["GROUP_RANK"], r["WORLD_SIZE"]) for res in results for r in res.json_lines()]
@@ -132,7 +132,7 @@ def test_a_failing_worker_gives_a_clear_error_without_paths(script, tmp_path):
 def test_a_timeout_stops_every_process(script, tmp_path, monkeypatch):
     """The timeout expires only once the worker has started its own process, which must go too."""
     pid_file = tmp_path / "0.pid"
-    pause = launching._pause
+    pause = torchrun._pause
     seen_at: list[float] = []
 
     def wait_for_the_worker():
@@ -145,11 +145,11 @@ def test_a_timeout_stops_every_process(script, tmp_path, monkeypatch):
             seen_at.append(time.monotonic())
         pause()
 
-    monkeypatch.setattr(launching, "_pause", wait_for_the_worker)
+    monkeypatch.setattr(torchrun, "_pause", wait_for_the_worker)
     with pytest.raises(TorchrunTimeoutError) as info:
         run_torchrun(script("hangs.py", HANGS), [str(tmp_path)], timeout=2)
     assert pid_file.exists(), "the hanging worker never started its own process"
-    assert time.monotonic() - seen_at[0] < 2 * launching.GRACE_SECONDS + 3  # stopped promptly
+    assert time.monotonic() - seen_at[0] < 2 * torchrun.GRACE_SECONDS + 3  # stopped promptly
     assert "still running after 2 s" in str(info.value)
     assert "$MASTER_PORT" in info.value.command
     assert is_gone(int(pid_file.read_text()))  # the worker's own process, in a session of its own
@@ -158,14 +158,14 @@ def test_a_timeout_stops_every_process(script, tmp_path, monkeypatch):
 def test_an_interrupt_stops_every_process(script, tmp_path, monkeypatch):
     """Ctrl-C in the notebook (KeyboardInterrupt) while workers and their children run."""
     pid_files = [tmp_path / "0.pid", tmp_path / "1.pid"]
-    pause = launching._pause
+    pause = torchrun._pause
 
     def interrupt_once_started():
         if all(f.exists() for f in pid_files):  # both workers have started their own process
             raise KeyboardInterrupt
         pause()
 
-    monkeypatch.setattr(launching, "_pause", interrupt_once_started)
+    monkeypatch.setattr(torchrun, "_pause", interrupt_once_started)
     with pytest.raises(KeyboardInterrupt):
         run_torchrun(script("hangs.py", HANGS), [str(tmp_path)], nproc_per_node=2, timeout=60)
     assert all(is_gone(int(f.read_text())) for f in pid_files)
@@ -275,7 +275,7 @@ def test_the_command_is_this_pythons_torchrun():
 def test_env_sets_and_removes_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
     monkeypatch.setenv("KEPT", "yes")
-    env = launching._child_env({"OMP_NUM_THREADS": None, "NOT_THERE": None, "NEW": "1"}, str(tmp_path))
+    env = torchrun._child_env({"OMP_NUM_THREADS": None, "NOT_THERE": None, "NEW": "1"}, str(tmp_path))
     assert "OMP_NUM_THREADS" not in env and "NOT_THERE" not in env
     assert env["NEW"] == "1" and env["KEPT"] == "yes" and env["TMPDIR"] == str(tmp_path)
     assert os.environ["OMP_NUM_THREADS"] == "8"  # this process's environment is untouched

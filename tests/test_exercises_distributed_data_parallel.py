@@ -7,7 +7,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
-from course_utils.exercises.distributed import (
+from course_utils.exercises.distributed_data_parallel import (
     check_average_gradients,
     check_sampler_indices,
     check_unprefixed_state_dict,
@@ -60,7 +60,7 @@ def test_average_gradients_wrong(answer, hint):
 
 
 def test_average_gradients_hanging_collective(monkeypatch):
-    import course_utils.exercises.distributed as ex
+    import course_utils.exercises.distributed_data_parallel as ex
 
     real_launch = ex.launch
     monkeypatch.setattr(ex, "launch", lambda *a, **k: real_launch(*a, **{**k, "timeout": 2}))
@@ -102,8 +102,8 @@ def test_unprefixed_state_dict():
     ],
 )
 def test_a_peer_that_left_the_collective_is_explained(monkeypatch, gloo_says):
-    import course_utils.exercises.distributed as ex
-    from course_utils.distributed import WorkerError
+    import course_utils.exercises.distributed_data_parallel as ex
+    from course_utils.launcher import WorkerError
 
     def peer_left(*args, **kwargs):
         raise WorkerError(0, 2, "RuntimeError", gloo_says)

@@ -25,8 +25,8 @@ from fake_libcuda import FakeLibcuda
 from processes import SESSION_VARIABLE, _marked, is_gone, left_behind, wait_until_gone
 from torch.utils.data import DataLoader
 
-from course_utils import distributed
-from course_utils.distributed import (
+from course_utils import launcher
+from course_utils.launcher import (
     MASTER_ADDR,
     LaunchError,
     LaunchTimeoutError,
@@ -343,7 +343,7 @@ def test_each_rank_leads_its_own_session_and_dies_with_its_parent():
 
 def test_a_rank_that_finds_its_parent_gone_exits_at_once():
     # The launcher died before the rank asked for the parent-death signal: it must not run on.
-    proc = mp.get_context("fork").Process(target=distributed._isolate, args=(-1,))
+    proc = mp.get_context("fork").Process(target=launcher._isolate, args=(-1,))
     proc.start()
     proc.join(5)
     assert proc.exitcode == (1 if sys.platform.startswith("linux") else 0)
@@ -351,7 +351,7 @@ def test_a_rank_that_finds_its_parent_gone_exits_at_once():
 
 LAUNCHES_AND_HANGS = """
 import os, sys, time
-from course_utils.distributed import launch
+from course_utils.launcher import launch
 
 def hang(folder):
     path = os.path.join(folder, os.environ["RANK"] + ".pid")
@@ -511,7 +511,7 @@ def notebook(monkeypatch):
 def test_fork_where_nothing_started_a_gpu(monkeypatch, tmp_path):
     maps = tmp_path / "maps"
     maps.write_text(MAPS_LINE.format("/usr/lib/libc.so.6") + MAPS_LINE.format("/opt/libcudart.so.12"))
-    monkeypatch.setattr(distributed, "_PROC_MAPS", str(maps))
+    monkeypatch.setattr(launcher, "_PROC_MAPS", str(maps))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     monkeypatch.setattr(mp, "get_all_start_methods", lambda: ["fork", "spawn", "forkserver"])
     assert choose_start_method() == "fork"
@@ -530,16 +530,16 @@ def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
 ):
     maps = tmp_path / "maps"
     maps.write_text(MAPS_LINE.format("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05"))
-    monkeypatch.setattr(distributed, "_PROC_MAPS", str(maps))
+    monkeypatch.setattr(launcher, "_PROC_MAPS", str(maps))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     # Not really loaded here, so the driver cannot be asked: that counts as started.
     assert choose_start_method() == choose_start_method(report_env) == "spawn"
     # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
     assert choose_start_method(notebook_function()) == "fork"
     # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
-    monkeypatch.setattr(distributed, "_load_cuda_driver", FakeLibcuda(0))
+    monkeypatch.setattr(launcher, "_load_cuda_driver", FakeLibcuda(0))
     assert choose_start_method() == "spawn"
-    monkeypatch.setattr(distributed, "_load_cuda_driver", FakeLibcuda(3))
+    monkeypatch.setattr(launcher, "_load_cuda_driver", FakeLibcuda(3))
     assert choose_start_method() == "fork"  # CUDA builds load the driver at `import torch`
 
 
@@ -556,10 +556,10 @@ def fails_as_in_a_forked_child(message: str) -> None:
     ],
 )
 def test_a_forked_worker_that_cannot_use_cuda_is_told_why(monkeypatch, message):
-    monkeypatch.setattr(distributed, "_cuda_driver_started", lambda: True)
+    monkeypatch.setattr(launcher, "_cuda_driver_started", lambda: True)
     with pytest.raises(WorkerError, match="forked from a process that had already started CUDA"):
         launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
-    monkeypatch.setattr(distributed, "_cuda_driver_started", lambda: False)
+    monkeypatch.setattr(launcher, "_cuda_driver_started", lambda: False)
     with pytest.raises(WorkerError) as info:
         launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
     assert info.value.hint == ""
@@ -568,7 +568,7 @@ def test_a_forked_worker_that_cannot_use_cuda_is_told_why(monkeypatch, message):
 def test_notebook_functions_among_the_arguments_count_too(monkeypatch, tmp_path, notebook):
     maps = tmp_path / "maps"
     maps.write_text(MAPS_LINE.format("/usr/lib/x86_64-linux-gnu/libcuda.so.1"))
-    monkeypatch.setattr(distributed, "_PROC_MAPS", str(maps))
+    monkeypatch.setattr(launcher, "_PROC_MAPS", str(maps))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     # An importable worker given a notebook's function (as the exercise checks are): fork.
     assert choose_start_method(report_env, (notebook_function(),)) == "fork"
@@ -578,7 +578,7 @@ def test_notebook_functions_among_the_arguments_count_too(monkeypatch, tmp_path,
 
 
 def test_no_maps_file_means_no_driver_to_see(tmp_path):
-    assert distributed._cuda_driver_started(str(tmp_path / "missing")) is False
+    assert launcher._cuda_driver_started(str(tmp_path / "missing")) is False
 
 
 def test_without_fork_a_notebook_function_is_refused_with_what_to_do(monkeypatch, notebook):
@@ -603,7 +603,7 @@ def environment() -> dict[str, str]:
 
 
 def test_environment_is_what_a_real_torchrun_sets(tmp_path):
-    from course_utils.launching import run_torchrun
+    from course_utils.torchrun import run_torchrun
 
     script = tmp_path / "env_dump.py"
     script.write_text(ENV_DUMP)
