@@ -7,6 +7,9 @@
     python3 course.py regenerate [NOTEBOOK ...]
                                    re-execute notebooks top to bottom and store their outputs
     python3 course.py bench        time every notebook under nbval and measure its peak memory
+    python3 course.py retarget [URL] [--check]
+                                   point every link (Binder, Colab, install lines) at the repository
+                                   URL, e.g. a fork; without URL, at pyproject.toml's [project.urls]
 
 Set-up means: create the virtual environment `.venv` beside this file if it is missing and
 install the course (`pip install -e ".[test]"`) whenever `pyproject.toml` changed since the
@@ -63,16 +66,32 @@ def ensure_environment() -> Path:
     return venv_python()
 
 
+def lab_command(python: Path, rest: list[str], euid: int | None) -> list[str | Path]:
+    """JupyterLab's command line; as root (Docker, WSL, cloud shells) JupyterLab needs --allow-root."""
+    command: list[str | Path] = [python, "-m", "jupyterlab", *(rest or ["notebooks/00_start_here.ipynb"])]
+    if euid == 0 and "--allow-root" not in rest:
+        print("Running as root: starting JupyterLab with --allow-root.", flush=True)
+        command.append("--allow-root")
+    return command
+
+
+def retarget(rest: list[str]) -> int:
+    """Point every link at another repository; the script needs only the standard library, no set-up."""
+    return run([sys.executable, "scripts/links.py", *rest])
+
+
 def main(argv: list[str]) -> int:
-    commands = {"lab", "test", "regenerate", "bench"}
+    commands = {"lab", "test", "regenerate", "bench", "retarget"}
     if not argv or argv[0] not in commands:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
+    if command == "retarget":
+        return retarget(rest)
     python = ensure_environment()
     if command == "lab":
-        start = rest or ["notebooks/00_start_here.ipynb"]
-        return run([python, "-m", "jupyterlab", *start])
+        euid = os.geteuid() if hasattr(os, "geteuid") else None  # Windows has no user ids
+        return run(lab_command(python, rest, euid))
     if command == "test":
         for lint in (["check"], ["format", "--check"]):
             status = run([python, "-m", "ruff", *lint, "."])

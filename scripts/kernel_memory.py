@@ -1,0 +1,91 @@
+"""Peak memory of the course taken in order on a small machine such as Binder's (2 GiB).
+
+Usage: python scripts/kernel_memory.py [NOTEBOOK ...]   (default: every notebook in notebooks/)
+
+Each notebook runs top to bottom in its own kernel (as a student runs it); the resident memory
+of the kernel and its children is sampled every 20 ms. Printed per notebook: the peak while it
+runs and what its kernel still holds when it is done. Then the two totals that matter: the peak
+when each finished notebook's kernel is shut down (the course's advice) and the peak when every
+kernel is left running.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import nbformat
+import psutil
+from nbclient import NotebookClient
+from notebook_args import notebooks_from_args
+
+MIB = 1024 * 1024
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of process `pid` and all its descendants (0 once it has gone)."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for proc in procs:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def measure(path: Path) -> tuple[int, int]:
+    """Run notebook `path` in a fresh kernel; return (peak bytes while running, bytes held when done)."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    peak = 0
+    done = threading.Event()
+    with client.setup_kernel():
+        pid = client.km.provisioner.process.pid
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.wait(0.02):
+                peak = max(peak, tree_rss(pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+        finally:
+            done.set()
+            sampler.join()
+        held = tree_rss(pid)
+    return max(peak, held), held
+
+
+def main(argv: list[str]) -> int:
+    """Measure the notebooks named in `argv` (all by default) in order and print the totals."""
+    notebooks, missing = notebooks_from_args(argv)
+    if missing:
+        print(f"No such notebook: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    held_before = 0
+    peak_shut_down = peak_left_open = 0
+    print(f"{'notebook':40} {'peak MiB':>9} {'held after MiB':>15}")
+    for path in notebooks:
+        peak, held = measure(path)
+        print(f"{path.name:40} {peak / MIB:9.0f} {held / MIB:15.0f}", flush=True)
+        peak_shut_down = max(peak_shut_down, peak)
+        peak_left_open = max(peak_left_open, held_before + peak)
+        held_before += held
+    print(f"peak, each kernel shut down after its notebook: {peak_shut_down / MIB:.0f} MiB")
+    print(f"peak, every kernel left running:                {peak_left_open / MIB:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,284 @@
+"""Every link to the course's repository, made from the one URL in pyproject.toml's [project.urls].
+
+Usage: python3 scripts/links.py [URL] [--check]
+
+Without URL: bring every notebook's "Open in Colab" badge and set-up cell in line with the
+repository named in pyproject.toml. With URL (https://github.com/OWNER/NAME): first point
+pyproject.toml, README.md, CONTRIBUTING.md and every notebook at that repository (a fork, say).
+With --check: change nothing, list what is out of line and exit 1 if anything is.
+Only the standard library is used, so any Python 3.11+ runs it without the course installed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BRANCH = "main"
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BADGE_LINE = re.compile(r"^\[!\[Open In Colab\]\(.*$\n?", re.MULTILINE)
+SETUP_MARKER = "# Set-up for Colab and Kaggle"
+SETUP_CELL_ID = "course-setup"
+# Text files that may link to the repository; notebooks are handled cell by cell.
+TEXT_FILES = ("pyproject.toml", "README.md", "CONTRIBUTING.md")
+# The forms in which the course links to its own repository: Binder, Colab, clone and pip-from-git.
+COURSE_LINK = re.compile(
+    r"(?:mybinder\.org/v2/gh/|colab\.research\.google\.com/github/|git clone https://github\.com/"
+    r"|git\+https://github\.com/)(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?=[/?#)\]\s\"'`]|$)"
+)
+GITHUB_URL = re.compile(r"^https://github\.com/(?P<owner>[\w-]+)/(?P<name>[\w.-]+?)(?:\.git)?/?$")
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A GitHub repository, and every link the course makes to it."""
+
+    owner: str
+    name: str
+
+    @property
+    def url(self) -> str:
+        """The repository's home page, as written in pyproject.toml."""
+        return f"https://github.com/{self.owner}/{self.name}"
+
+    def colab(self, notebook: str) -> str:
+        """The address that opens `notebook` (a file name in notebooks/) on Colab."""
+        return f"https://colab.research.google.com/github/{self.owner}/{self.name}/blob/{BRANCH}/notebooks/{notebook}"
+
+    def binder(self, notebook: str) -> str:
+        """The address that builds the course on Binder and opens `notebook` in JupyterLab."""
+        return f"https://mybinder.org/v2/gh/{self.owner}/{self.name}/HEAD?labpath=notebooks%2F{notebook}"
+
+    def badge(self, notebook: str) -> str:
+        """The markdown line of the "Open in Colab" badge for `notebook`."""
+        return f"[![Open In Colab]({COLAB_BADGE})]({self.colab(notebook)})"
+
+
+def parse_repository(url: str) -> Repository:
+    """The repository that `url` names; only GitHub works with Binder's and Colab's links."""
+    match = GITHUB_URL.match(url.strip())
+    if match is None:
+        raise ValueError(
+            f"{url!r} is not a GitHub repository address: give it as https://github.com/OWNER/NAME "
+            "(Binder and Colab open notebooks from GitHub)."
+        )
+    return Repository(match["owner"], match["name"])
+
+
+def read_repository(pyproject: str) -> Repository:
+    """The repository named by [project.urls] Repository in the text of pyproject.toml."""
+    urls = tomllib.loads(pyproject).get("project", {}).get("urls", {})
+    if "Repository" not in urls:
+        raise ValueError('pyproject.toml has no [project.urls] Repository = "https://github.com/OWNER/NAME".')
+    return parse_repository(urls["Repository"])
+
+
+def supported_torch(pyproject: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(lowest supported, first unsupported) torch release, from pyproject.toml's torch requirement.
+
+    The set-up cell keeps a Colab or Kaggle runtime's own torch when it lies in this range.
+    """
+    for requirement in tomllib.loads(pyproject)["project"]["dependencies"]:
+        if pinned := re.fullmatch(r"torch\s*==\s*(\d+)\.(\d+)\.\*", requirement):
+            major, minor = int(pinned[1]), int(pinned[2])
+            return (major, minor), (major, minor + 1)
+        if ranged := re.fullmatch(r"torch\s*>=\s*(\d+)\.(\d+)\s*,\s*<\s*(\d+)\.(\d+)", requirement):
+            low, high = (int(ranged[1]), int(ranged[2])), (int(ranged[3]), int(ranged[4]))
+            return low, high
+    raise ValueError(
+        "pyproject.toml's dependencies name torch neither as torch==X.Y.* nor as torch>=X.Y,<X.Z: "
+        "write it in one of those forms."
+    )
+
+
+SETUP_TEMPLATE = '''\
+{marker}: where the course is installed (a clone, conda, Binder) this does nothing.
+import importlib.util
+
+if importlib.util.find_spec("course_utils") is None:  # Colab, Kaggle: install the course from GitHub
+    import importlib.metadata
+    import os
+    import re
+    import subprocess
+    import sys
+
+    COURSE = os.environ.get("COURSE_INSTALL_SOURCE", "git+{url}")
+    # The torch releases the course supports, [lowest, first unsupported), from the torch
+    # requirement in the course's pyproject.toml (`python3 course.py retarget` writes them here).
+    SUPPORTED_TORCH = ({low}, {high})
+
+    def pip_install(*args: str) -> None:
+        """Run pip in this kernel's Python; stop with what to do if it fails."""
+        status = subprocess.call([sys.executable, "-m", "pip", "install", "--quiet", *args])
+        if status != 0:
+            raise RuntimeError(
+                f"pip install {{' '.join(args)}} failed (exit status {{status}}; its messages are above). "
+                "The runtime needs internet access (on Kaggle: turn Internet on in the settings)."
+            )
+        importlib.invalidate_caches()
+
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = None
+    release = torch_version and tuple(int(n) for n in re.findall(r"\\d+", torch_version)[:2])
+    if release and SUPPORTED_TORCH[0] <= release < SUPPORTED_TORCH[1]:
+        pip_install("--no-deps", COURSE)  # keep this runtime's torch, then add what else the course needs
+        needs = importlib.metadata.requires("course-utils") or []
+        others = [n for n in needs if "extra ==" not in n and re.split(r"[\\s=<>!~;(\\[]", n)[0] != "torch"]
+        if others:
+            pip_install(*others)
+        print(f"Installed the course from {{COURSE}}, keeping this runtime's torch {{torch_version}}.")
+    else:
+        pip_install(COURSE)
+        print(f"Installed the course from {{COURSE}} with the torch it supports.")
+    import course_utils
+'''
+
+
+def setup_cell_source(repo: Repository, torch_range: tuple[tuple[int, int], tuple[int, int]]) -> str:
+    """The first code cell of every notebook: a no-op where `course_utils` imports, else installs it."""
+    low, high = torch_range
+    return SETUP_TEMPLATE.format(marker=SETUP_MARKER, url=repo.url, low=low, high=high)
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _set_source(cell: dict, text: str) -> None:
+    cell["source"] = text.splitlines(keepends=True)
+
+
+def with_badge(markdown: str, badge: str) -> str:
+    """`markdown` (a notebook's first cell) with `badge` on its own line right under the title."""
+    body = BADGE_LINE.sub("", markdown)
+    title, _, rest = body.partition("\n")
+    rest = rest.lstrip("\n")
+    return f"{title}\n\n{badge}\n" + (f"\n{rest}" if rest else "")
+
+
+def retarget_text(text: str, old: Repository, new: Repository) -> str:
+    """`text` with every link to repository `old` pointed at `new` (other repositories untouched)."""
+    link = re.compile(
+        r"(github\.com/|/v2/gh/|\.com/github/)"
+        + re.escape(f"{old.owner}/{old.name}")
+        + r"(?=\.git|[/?#)\]\s\"'`]|$)",
+        re.MULTILINE,
+    )
+    return link.sub(lambda m: f"{m[1]}{new.owner}/{new.name}", text)
+
+
+def foreign_links(text: str, repo: Repository) -> list[str]:
+    """The course links in `text` (Binder, Colab, clone, pip-from-git) that name another repository."""
+    return [m[0] for m in COURSE_LINK.finditer(text) if (m["owner"], m["name"]) != (repo.owner, repo.name)]
+
+
+def sync_notebook(
+    nb: dict, name: str, repo: Repository, torch_range: tuple[tuple[int, int], tuple[int, int]]
+) -> list[str]:
+    """Put the badge and the set-up cell into notebook `nb` (in place); return what was changed."""
+    changes = []
+    cells = nb["cells"]
+    title = cells[0]
+    if title.get("cell_type") != "markdown":
+        raise ValueError(f"{name}: the first cell must be the markdown title cell to carry the badge.")
+    badged = with_badge(_source(title), repo.badge(name))
+    if badged != _source(title):
+        _set_source(title, badged)
+        changes.append("badge")
+    wanted = setup_cell_source(repo, torch_range)
+    first_code = next((c for c in cells if c.get("cell_type") == "code"), None)
+    if first_code is not None and _source(first_code).startswith(SETUP_MARKER):
+        if _source(first_code) != wanted:
+            _set_source(first_code, wanted)
+            first_code.update(execution_count=None, outputs=[])  # stale: regenerate fills it in
+            changes.append("set-up cell updated")
+    else:
+        cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": []}
+        if nb.get("nbformat", 4) > 4 or nb.get("nbformat_minor", 0) >= 5:
+            cell = {"cell_type": "code", "execution_count": None, "id": SETUP_CELL_ID, **cell}
+        _set_source(cell, wanted)
+        where = cells.index(first_code) if first_code is not None else len(cells)
+        cells.insert(where, cell)
+        changes.append("set-up cell inserted")
+    return changes
+
+
+def notebook_text(nb: dict) -> str:
+    """A notebook as the course stores it (the layout that nbformat writes)."""
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def update(root: Path, new_url: str | None = None, check: bool = False) -> list[str]:
+    """Bring every link under `root` in line (retargeted to `new_url` if given); return what differs.
+
+    With `check`, nothing is written and the returned lines say what would change.
+    """
+    pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    old = read_repository(pyproject)
+    new = parse_repository(new_url) if new_url else old
+    torch_range = supported_torch(pyproject)
+    report = []
+    for rel in TEXT_FILES:
+        path = root / rel
+        if not path.exists():
+            continue
+        text = path.read_text(encoding="utf-8")
+        changed = retarget_text(text, old, new)
+        if changed != text:
+            report.append(f"{rel}: links retargeted to {new.url}")
+        report += [
+            f"{rel}: {link} names another repository than {new.url}" for link in foreign_links(changed, new)
+        ]
+        if changed != text and not check:
+            path.write_text(changed, encoding="utf-8")
+    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        text = path.read_text(encoding="utf-8")
+        nb = json.loads(text)
+        for cell in nb["cells"]:
+            source = _source(cell)
+            if (moved := retarget_text(source, old, new)) != source:
+                _set_source(cell, moved)
+        changes = sync_notebook(nb, path.name, new, torch_range)
+        changed = notebook_text(nb)
+        if changed != text:
+            report.append(f"notebooks/{path.name}: " + ", ".join(changes or ["links retargeted"]))
+        report += [
+            f"notebooks/{path.name}: {link} names another repository" for link in foreign_links(changed, new)
+        ]
+        if changed != text and not check:
+            path.write_text(changed, encoding="utf-8")
+    return report
+
+
+def main(argv: Sequence[str]) -> int:
+    """Command line: [URL] [--check]; see the module's docstring."""
+    check = "--check" in argv
+    rest = [a for a in argv if a != "--check"]
+    if len(rest) > 1 or any(a.startswith("-") for a in rest):
+        print(__doc__)
+        return 2
+    try:
+        report = update(ROOT, rest[0] if rest else None, check=check)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for line in report:
+        print(line)
+    if check:
+        return 1 if report else 0
+    if any(line.startswith("notebooks/") for line in report):
+        print("Now run `python3 course.py regenerate` on the notebooks listed to store their outputs.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,120 @@
+"""Every link to the course's repository is made from pyproject.toml's [project.urls]; retarget moves all."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import links
+import pytest
+from notebook_hygiene import ROOT
+
+REPO = links.read_repository((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+FORK = "https://github.com/an-instructor/my-gpu-course"
+
+
+@pytest.fixture
+def course_copy(tmp_path):
+    for name in links.TEXT_FILES:
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "notebooks").mkdir()
+    for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+        shutil.copy(path, tmp_path / "notebooks" / path.name)
+    return tmp_path
+
+
+def all_text(root) -> str:
+    files = [root / name for name in links.TEXT_FILES] + sorted((root / "notebooks").glob("*.ipynb"))
+    return "\n".join(path.read_text(encoding="utf-8") for path in files)
+
+
+def test_the_committed_files_link_to_no_other_repository():
+    text = all_text(ROOT)
+    assert links.foreign_links(text, REPO) == []
+    assert REPO.url in text
+
+
+def test_the_committed_notebooks_carry_badge_and_set_up_cell_once_they_are_synced():
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if not any(links.SETUP_MARKER in path.read_text(encoding="utf-8") for path in notebooks):
+        pytest.skip("`python3 course.py retarget` has not yet put the set-up cells into the notebooks")
+    assert links.update(ROOT, check=True) == []
+
+
+def test_a_foreign_course_link_is_caught():
+    text = "[Binder](https://mybinder.org/v2/gh/someone/else/HEAD) and `pip install git+https://github.com/a/b.git`"
+    assert links.foreign_links(text, REPO) == [
+        "mybinder.org/v2/gh/someone/else",
+        "git+https://github.com/a/b.git",
+    ]
+    ok = f"{REPO.binder('00_start_here.ipynb')} {REPO.colab('00_start_here.ipynb')} git clone {REPO.url}"
+    assert links.foreign_links(ok, REPO) == []
+
+
+def test_sync_puts_badge_and_set_up_cell_into_every_notebook_and_is_idempotent(course_copy):
+    report = links.update(course_copy)
+    notebooks = sorted((course_copy / "notebooks").glob("*.ipynb"))
+    assert len(report) == len(notebooks)
+    torch_range = links.supported_torch((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for path in notebooks:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        title = "".join(cells[0]["source"]).splitlines()
+        assert title[1:4] == ["", REPO.badge(path.name), ""]
+        first_code = next(c for c in cells if c["cell_type"] == "code")
+        assert "".join(first_code["source"]) == links.setup_cell_source(REPO, torch_range)
+        assert first_code["id"] == links.SETUP_CELL_ID
+    before = all_text(course_copy)
+    assert links.update(course_copy) == []
+    assert all_text(course_copy) == before
+    assert links.update(course_copy, check=True) == []
+
+
+def test_retarget_moves_every_link_and_check_changes_nothing(course_copy):
+    links.update(course_copy)
+    before = all_text(course_copy)
+    assert links.update(course_copy, FORK, check=True) != []
+    assert all_text(course_copy) == before
+    links.update(course_copy, FORK)
+    text = all_text(course_copy)
+    assert f"{REPO.owner}/{REPO.name}" not in text
+    fork = links.parse_repository(FORK)
+    assert links.read_repository((course_copy / "pyproject.toml").read_text(encoding="utf-8")) == fork
+    assert fork.badge("05_data_parallel.ipynb") in text
+    assert f"git+{FORK}" in text
+    assert links.foreign_links(text, fork) == []
+    assert links.update(course_copy, check=True) == []
+
+
+def test_retarget_leaves_links_to_other_repositories_alone():
+    text = "https://github.com/pytorch/pytorch/issues/1 and https://github.com/a/b-longer"
+    assert links.retarget_text(text, links.Repository("a", "b"), links.Repository("c", "d")) == text
+
+
+@pytest.mark.parametrize(
+    "bad", ["github.com/me/course", "https://gitlab.com/me/course", "https://github.com/me"]
+)
+def test_a_bad_url_says_what_to_give(bad):
+    with pytest.raises(ValueError, match=r"https://github\.com/OWNER/NAME"):
+        links.parse_repository(bad)
+
+
+def test_supported_range_comes_from_the_torch_requirement():
+    pin = '[project]\ndependencies = ["numpy", "torch==2.13.*"]\n'
+    assert links.supported_torch(pin) == ((2, 13), (2, 14))
+    ranged = '[project]\ndependencies = ["torch>=2.6,<2.16"]\n'
+    assert links.supported_torch(ranged) == ((2, 6), (2, 16))
+    with pytest.raises(ValueError, match=r"torch==X\.Y"):
+        links.supported_torch('[project]\ndependencies = ["torch"]\n')
+
+
+def test_the_command_line_check_exits_1_on_a_stale_copy(course_copy):
+    script = ROOT / "scripts" / "links.py"
+    shutil.copytree(ROOT / "scripts", course_copy / "scripts")
+    result = subprocess.run(
+        [sys.executable, str(course_copy / "scripts" / "links.py"), "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and "set-up cell inserted" in result.stdout
+    result = subprocess.run([sys.executable, str(script), "not-a-url"], capture_output=True, text=True)
+    assert result.returncode == 2 and "https://github.com/OWNER/NAME" in result.stderr
