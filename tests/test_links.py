@@ -11,6 +11,8 @@ import links
 import pytest
 from notebook_hygiene import ROOT
 
+import course
+
 REPO = links.read_repository((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FORK = "https://github.com/an-instructor/my-gpu-course"
 
@@ -118,3 +120,11 @@ def test_the_command_line_check_exits_1_on_a_stale_copy(course_copy):
     assert result.returncode == 1 and "set-up cell inserted" in result.stdout
     result = subprocess.run([sys.executable, str(script), "not-a-url"], capture_output=True, text=True)
     assert result.returncode == 2 and "https://github.com/OWNER/NAME" in result.stderr
+
+
+def test_course_retarget_runs_the_links_script_without_setting_up_the_course(monkeypatch):
+    started = []
+    monkeypatch.setattr(course, "ensure_environment", lambda: pytest.fail("retarget needs no .venv"))
+    monkeypatch.setattr(course, "run", lambda cmd, **kw: started.append(cmd) or 0)
+    assert course.main(["retarget", FORK, "--check"]) == 0
+    assert started == [[sys.executable, "scripts/links.py", FORK, "--check"]]
