@@ -80,20 +80,23 @@ def read_repository(pyproject: str) -> Repository:
 
 
 def supported_torch(pyproject: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(lowest supported, first unsupported) torch release, from pyproject.toml's torch requirement.
+    """(lowest supported, first unsupported) torch release, from pyproject.toml.
 
-    The set-up cell keeps a Colab or Kaggle runtime's own torch when it lies in this range.
+    Read from `[tool.course] supported-torch` (">=X.Y,<X.Z") where the course declares its range,
+    else from the torch requirement (torch==X.Y.* or torch>=X.Y,<X.Z). The set-up cell keeps a
+    Colab or Kaggle runtime's own torch when it lies in this range.
     """
-    for requirement in tomllib.loads(pyproject)["project"]["dependencies"]:
+    data = tomllib.loads(pyproject)
+    declared = data.get("tool", {}).get("course", {}).get("supported-torch")
+    for requirement in [f"torch{declared}"] if declared else data["project"]["dependencies"]:
         if pinned := re.fullmatch(r"torch\s*==\s*(\d+)\.(\d+)\.\*", requirement):
             major, minor = int(pinned[1]), int(pinned[2])
             return (major, minor), (major, minor + 1)
         if ranged := re.fullmatch(r"torch\s*>=\s*(\d+)\.(\d+)\s*,\s*<\s*(\d+)\.(\d+)", requirement):
-            low, high = (int(ranged[1]), int(ranged[2])), (int(ranged[3]), int(ranged[4]))
-            return low, high
+            return (int(ranged[1]), int(ranged[2])), (int(ranged[3]), int(ranged[4]))
     raise ValueError(
-        "pyproject.toml's dependencies name torch neither as torch==X.Y.* nor as torch>=X.Y,<X.Z: "
-        "write it in one of those forms."
+        "pyproject.toml names the supported torch releases neither in [tool.course] supported-torch "
+        '(">=X.Y,<X.Z") nor in its torch requirement (torch==X.Y.* or torch>=X.Y,<X.Z): write one of those.'
     )
 
 
@@ -109,8 +112,8 @@ if importlib.util.find_spec("course_utils") is None:  # Colab, Kaggle: install t
     import sys
 
     COURSE = os.environ.get("COURSE_INSTALL_SOURCE", "git+{url}")
-    # The torch releases the course supports, [lowest, first unsupported), from the torch
-    # requirement in the course's pyproject.toml (`python3 course.py retarget` writes them here).
+    # The torch releases the course supports, [lowest, first unsupported), from the course's
+    # pyproject.toml (`python3 course.py retarget` writes them here).
     SUPPORTED_TORCH = ({low}, {high})
 
     def pip_install(*args: str) -> None:

@@ -107,6 +107,8 @@ def test_supported_range_comes_from_the_torch_requirement():
     assert links.supported_torch(pin) == ((2, 13), (2, 14))
     ranged = '[project]\ndependencies = ["torch>=2.6,<2.16"]\n'
     assert links.supported_torch(ranged) == ((2, 6), (2, 16))
+    declared = '[project]\ndependencies = ["torch==2.13.*"]\n[tool.course]\nsupported-torch = ">=2.8,<2.16"\n'
+    assert links.supported_torch(declared) == ((2, 8), (2, 16))
     with pytest.raises(ValueError, match=r"torch==X\.Y"):
         links.supported_torch('[project]\ndependencies = ["torch"]\n')
 
