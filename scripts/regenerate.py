@@ -9,10 +9,15 @@ edited by hand: this script is the only way they change.
 A cell excluded from comparison starts with a comment that says why, such as
 `# NBVAL_IGNORE_OUTPUT: lists this machine's GPUs`. nbval only honours the bare marker, so this
 script also gives such cells nbval's matching metadata tag (`nbval-ignore-output`).
+
+Consecutive stream outputs of one cell are stored merged, so that how the kernel happened to
+split a cell's printing into messages never shows in `git diff`; each notebook's line of the
+report says whether its file changed.
 """
 
 from __future__ import annotations
 
+import difflib
 import sys
 import time
 from pathlib import Path
@@ -53,6 +58,39 @@ def sync_marker_tags(nb: nbformat.NotebookNode) -> None:
             cell.metadata.pop("tags", None)
 
 
+def merge_streams(nb: nbformat.NotebookNode) -> None:
+    """Join each run of consecutive stream outputs of the same name (stdout, stderr) into one output."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        merged: list[nbformat.NotebookNode] = []
+        for output in cell.outputs:
+            previous = merged[-1] if merged else None
+            if (
+                output.output_type == "stream"
+                and previous is not None
+                and previous.output_type == "stream"
+                and previous.name == output.name
+            ):
+                previous.text += output.text
+            else:
+                merged.append(output)
+        cell.outputs = merged
+
+
+def change_summary(before: str, after: str) -> str:
+    """`unchanged`, or how many lines of a notebook's file a run added and removed (like git diff --stat)."""
+    if before == after:
+        return "unchanged"
+    added = removed = 0
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+        if line.startswith(("+++", "---")):
+            continue
+        added += line.startswith("+")
+        removed += line.startswith("-")
+    return f"changed: {added} line(s) added, {removed} removed (see git diff)"
+
+
 class CurrentEnvKernelSpecs(KernelSpecManager):
     """Resolve KERNEL_NAME to an ipykernel running on this interpreter, whatever is installed."""
 
@@ -66,9 +104,10 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         raise NoSuchKernel(kernel_name)
 
 
-def regenerate(path: Path) -> float:
-    """Execute one notebook in place and return the seconds it took."""
-    nb = nbformat.read(path, as_version=4)
+def regenerate(path: Path) -> tuple[float, str]:
+    """Execute one notebook in place; the seconds it took and what changed in its file (`change_summary`)."""
+    before = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(before, as_version=4)
     sync_marker_tags(nb)
     km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
     client = NotebookClient(
@@ -84,9 +123,10 @@ def regenerate(path: Path) -> float:
     elapsed = time.perf_counter() - start
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("widgets", None)
+    merge_streams(nb)
     nbformat.validate(nb)
     nbformat.write(nb, path)
-    return elapsed
+    return elapsed, change_summary(before, path.read_text(encoding="utf-8"))
 
 
 def main(argv: list[str]) -> int:
@@ -97,11 +137,12 @@ def main(argv: list[str]) -> int:
         return 2
     for path in paths:
         try:
-            seconds = regenerate(path)
+            seconds, change = regenerate(path)
         except CellExecutionError as err:
             print(f"FAILED {path.name}: a cell raised an error; outputs were not written.\n{err}")
             return 1
-        print(f"regenerated {path.relative_to(ROOT)} in {seconds:.1f} s")
+        name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        print(f"regenerated {name} in {seconds:.1f} s: {change}")
     return 0
 
 

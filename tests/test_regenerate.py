@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import nbformat
-from regenerate import marker_tags, regenerate, sync_marker_tags
+from regenerate import change_summary, marker_tags, merge_streams, regenerate, sync_marker_tags
 
 
 def test_marker_tags_read_leading_comments_only():
@@ -37,8 +37,52 @@ def test_regenerate_writes_outputs_and_shuts_its_kernel_down(tmp_path):
     path = tmp_path / "tiny.ipynb"
     cells = [nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT: a pid\nimport os\nprint(6 * 7)")]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
-    regenerate(path)
+    assert regenerate(path)[1].startswith("changed: ")
     (cell,) = nbformat.read(path, as_version=4).cells
     assert cell.execution_count == 1
     assert cell.outputs[0]["text"] == "42\n"
     assert cell.metadata["tags"] == ["nbval-ignore-output"]
+
+
+def test_printing_in_chunks_is_stored_as_one_output_and_a_second_run_changes_no_byte(tmp_path):
+    path = tmp_path / "chunks.ipynb"
+    chunks = "import sys\nfor i in range(5):\n    print(i, flush=True)\n_ = sys.stdout.write('end\\n')\n"
+    cells = [nbformat.v4.new_code_cell(chunks), nbformat.v4.new_code_cell("print('a', flush=True); 1 + 1")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    _, change = regenerate(path)
+    assert change.startswith("changed: ")
+    first = path.read_bytes()
+    printed, answered = nbformat.reads(first.decode(), as_version=4).cells
+    assert [(o.output_type, o.get("text")) for o in printed.outputs] == [("stream", "0\n1\n2\n3\n4\nend\n")]
+    assert [o.output_type for o in answered.outputs] == ["stream", "execute_result"]
+    assert regenerate(path)[1] == "unchanged"
+    assert path.read_bytes() == first
+
+
+def test_merge_streams_joins_only_consecutive_outputs_of_one_stream():
+    out = nbformat.v4.new_output
+    cell = nbformat.v4.new_code_cell(
+        "x",
+        outputs=[
+            out("stream", name="stdout", text="a"),
+            out("stream", name="stdout", text="b\n"),
+            out("stream", name="stderr", text="c\n"),
+            out("stream", name="stdout", text="d\n"),
+            out("display_data", data={"text/plain": "e"}),
+            out("stream", name="stdout", text="f\n"),
+        ],
+    )
+    nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("m")])
+    merge_streams(nb)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in cell.outputs] == [
+        ("stream", "stdout", "ab\n"),
+        ("stream", "stderr", "c\n"),
+        ("stream", "stdout", "d\n"),
+        ("display_data", None, None),
+        ("stream", "stdout", "f\n"),
+    ]
+
+
+def test_change_summary_counts_lines_like_git_diff_stat():
+    assert change_summary("a\nb\n", "a\nb\n") == "unchanged"
+    assert change_summary("a\nb\nc\n", "a\nB\nc\nd\n") == "changed: 2 line(s) added, 1 removed (see git diff)"
