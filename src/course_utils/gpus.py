@@ -7,6 +7,7 @@ inventory is empty and says why, instead of raising.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -67,6 +68,20 @@ class Inventory:
 
 
 UNKNOWN = "unknown"
+
+
+def whole_number(value: object, what: str) -> int:
+    """`value` as an int if it is a whole number of an integer type (numpy's too), else ValueError.
+
+    The one rule for every GPU count and GPU index the course's tools take: `True` or `2.9` is
+    refused, never rounded, so that a slip cannot silently pick other GPUs.
+    """
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[call-overload]
+        except TypeError:
+            pass
+    raise ValueError(f"{what} must be a whole number (an int such as 2), not {value!r}.")
 
 
 def _text(value: str | bytes) -> str:
