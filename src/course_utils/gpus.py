@@ -95,6 +95,10 @@ def explain_nvml_error(err: Exception, doing: str = "start") -> str:
     The default (`doing="start"`) is for `nvmlInit()`; `nvml_inventory` passes what it was
     reading ("count the GPUs", "read GPU 2's memory") for errors that come later.
     """
+    if not isinstance(err, BaseException) or not isinstance(doing, str):
+        raise TypeError(
+            f"pass the exception NVML raised and a str naming the step, not {err!r} and {doing!r}"
+        )
     kind = type(err).__name__
     if "LibraryNotFound" in kind:
         return (
@@ -249,6 +253,10 @@ def smi_table(inventory: Inventory) -> str:
     Unknown values show as "?" (memory) and "n/a" (utilisation); a GPU whose processes NVML
     could not list says "unknown", never "none"; notes on unreadable fields come last.
     """
+    if not isinstance(inventory, Inventory):
+        raise TypeError(
+            f"smi_table shows an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}"
+        )
     if not inventory.gpus:
         why = inventory.reason or "NVML found no NVIDIA GPU."
         return f"No GPU to list. {why}"
