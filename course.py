@@ -45,12 +45,13 @@ def venv_python() -> Path:
     return VENV / sub
 
 
-def run(cmd: list[str | Path], output: list[str] | None = None) -> int:
+def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, str] | None = None) -> int:
     """Run a command from the course root as if it ran alone; return its exit status as a shell shows it.
 
     Ctrl-C reaches the child directly (same process group) and is ignored here, so the child's own
     handling applies; SIGTERM is passed on to the child. When `output` is a list, the child's
-    stdout and stderr are echoed as they come and also collected there, line by line.
+    stdout and stderr are echoed as they come and also collected there, line by line. `env`, when
+    given, is the child's whole environment.
     """
     print("+", " ".join(str(c) for c in cmd), flush=True)
     child: subprocess.Popen[str] | None = None
@@ -72,6 +73,7 @@ def run(cmd: list[str | Path], output: list[str] | None = None) -> int:
         with subprocess.Popen(
             [str(c) for c in cmd],
             cwd=ROOT,
+            env=env,
             stdout=capture,
             stderr=subprocess.STDOUT if capture else None,
             text=True,
@@ -131,12 +133,12 @@ def notebook_paths(args: list[str]) -> list[str]:
 
 
 def lab(python: Path, args: list[str]) -> int:
-    """[NOTEBOOK ...]  set up (if needed) and open the course in JupyterLab."""
+    """Open the course in JupyterLab, at notebook 00 or at the NOTEBOOKs given."""
     return run([python, "-m", "jupyterlab", *(args or ["notebooks/00_start_here.ipynb"])])
 
 
 def test(python: Path, args: list[str]) -> int:
-    """[PYTEST ARGUMENT ...]  set up (if needed), run ruff, then pytest (every test and notebook)."""
+    """Run ruff, then pytest: every test and notebook, or the pytest ARGUMENTs given."""
     for lint in (["check"], ["format", "--check"]):
         status = run([python, "-m", "ruff", *lint, "."])
         if status != 0:
@@ -146,12 +148,12 @@ def test(python: Path, args: list[str]) -> int:
 
 
 def regenerate(python: Path, args: list[str]) -> int:
-    """[NOTEBOOK ...]  re-execute notebooks (default: all) and store their outputs."""
+    """Re-execute every notebook, or the NOTEBOOKs given, and store their outputs."""
     return run([python, "scripts/regenerate.py", *notebook_paths(args)])
 
 
 def bench(python: Path, args: list[str]) -> int:
-    """[NOTEBOOK ...]  time every notebook under nbval and measure its peak memory."""
+    """Time every notebook (or the NOTEBOOKs given) under nbval and measure its peak memory."""
     return run([python, "scripts/benchmark.py", *notebook_paths(args)])
 
 
@@ -164,11 +166,10 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
 
 
 def usage() -> str:
-    """The list of commands, one line each, from their docstrings."""
-    lines = ["Usage: python3 course.py COMMAND [ARGUMENT ...]", "", "Commands:"]
+    """The list of commands, one line each, from the first line of their docstrings."""
+    lines = ["Usage: python3 course.py COMMAND [ARGUMENT ...]", "", "Commands (set-up first, if needed):"]
     for name, command in COMMANDS.items():
-        arguments, _, summary = (command.__doc__ or "").partition("  ")
-        lines.append(f"  {name} {arguments}".ljust(36) + summary.strip())
+        lines.append(f"  {name:<12}{(command.__doc__ or '').splitlines()[0]}")
     return "\n".join(lines)
 
 

@@ -131,7 +131,7 @@ def test_no_command_lists_the_commands_and_help_succeeds(capsys):
     assert course.main([]) == 2
     assert "No command given" in capsys.readouterr().err
     assert course.main(["--help"]) == 0
-    assert "  regenerate [NOTEBOOK ...]" in capsys.readouterr().out
+    assert "  regenerate  Re-execute every notebook" in capsys.readouterr().out
 
 
 def test_a_venv_that_cannot_be_created_is_removed_and_the_fix_named(tmp_path, monkeypatch):

@@ -238,6 +238,8 @@ def test_functions_that_take_an_inventory_refuse_anything_else():
         GpuPicker("demo")
     with pytest.raises(TypeError, match="inventory must be an Inventory"):
         check_selection([0, 1], [0])
+    with pytest.raises(TypeError, match="inventory must be an Inventory"):
+        source_label("demo")
 
 
 def test_toggle_refuses_what_it_cannot_use():

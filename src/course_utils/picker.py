@@ -34,16 +34,21 @@ _HEAD = "padding:2px 10px;text-align:left;vertical-align:bottom"  # headers may 
 _CELL = "padding:2px 10px;text-align:left;white-space:nowrap"
 
 
+def _check_inventory(inventory: object) -> None:
+    """TypeError unless `inventory` is an Inventory, saying where one comes from."""
+    if not isinstance(inventory, Inventory):
+        raise TypeError(
+            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
+        )
+
+
 def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]:
     """The selection as a list of physical indices, checked against the inventory (ValueError if not).
 
     Each entry must be a whole number (any integer type, numpy's too) naming a GPU of the
     inventory, once.
     """
-    if not isinstance(inventory, Inventory):
-        raise TypeError(
-            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
-        )
+    _check_inventory(inventory)
     if isinstance(selection, str | bytes | AbstractSet | Mapping) or not isinstance(selection, Iterable):
         raise TypeError(f"the selection is a list of physical GPU numbers such as [3, 6], not {selection!r}.")
     count = len(inventory.gpus)
@@ -75,6 +80,7 @@ def toggle(selection: Sequence[int], index: int, ticked: bool) -> list[int]:
 
 def source_label(inventory: Inventory) -> str:
     """What the reader is looking at: the demo fleet (said loudly) or this machine's GPUs via NVML."""
+    _check_inventory(inventory)
     if inventory.source == "demo":
         return DEMO_LABEL
     return f"this machine's GPUs (NVML, driver {inventory.driver_version or '?'})"
