@@ -17,15 +17,20 @@ report says whether its file changed.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import signal
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import ipykernel.kernelspec
 import nbformat
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
@@ -104,13 +109,52 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         raise NoSuchKernel(kernel_name)
 
 
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a notebook's run; its file was not written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class InterruptibleClient(NotebookClient):
+    """A NotebookClient on which Ctrl-C or SIGTERM interrupts the running cell, as Ctrl-C in JupyterLab does.
+
+    nbclient's own handlers shut the kernel down under the running cell and then fail on a kernel
+    manager they were given; interrupting the cell ends the run through the usual error path instead.
+    """
+
+    signum: int | None = None
+
+    @asynccontextmanager
+    async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
+        """nbclient's set-up, with this client's signal handlers in place of nbclient's."""
+        async with super().async_setup_kernel(**kwargs):
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, self._interrupt, signum)
+            yield
+
+    async def async_execute_cell(self, *args: Any, **kwargs: Any) -> Any:
+        """Run a cell as nbclient does, unless a signal came: then stop before it."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+        return await super().async_execute_cell(*args, **kwargs)
+
+    def _interrupt(self, signum: int) -> None:
+        """Remember the signal and interrupt the kernel's running cell."""
+        self.signum = signum
+        if self.km is not None:
+            self._interrupting = asyncio.ensure_future(self.km.interrupt_kernel())
+
+
 def regenerate(path: Path) -> tuple[float, str]:
     """Execute one notebook in place; the seconds it took and what changed in its file (`change_summary`)."""
     before = path.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     sync_marker_tags(nb)
-    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
-    client = NotebookClient(
+    km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
+    client = InterruptibleClient(
         nb,
         km=km,
         timeout=300,
@@ -119,7 +163,14 @@ def regenerate(path: Path) -> tuple[float, str]:
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     start = time.perf_counter()
-    client.execute(cleanup_kc=True)  # shut the kernel down: nbclient keeps a km it was given alive
+    try:
+        client.execute(cleanup_kc=True)  # shut the kernel down: nbclient keeps a km it was given alive
+    except CellExecutionError:
+        if client.signum is not None:  # the error is the KeyboardInterrupt the signal caused
+            raise Interrupted(client.signum) from None
+        raise
+    if client.signum is not None:  # came while the last cell was finishing: do not write a half-run
+        raise Interrupted(client.signum)
     elapsed = time.perf_counter() - start
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("widgets", None)
@@ -141,6 +192,14 @@ def main(argv: list[str]) -> int:
         except CellExecutionError as err:
             print(f"FAILED {path.name}: a cell raised an error; outputs were not written.\n{err}")
             return 1
+        except (nbformat.reader.NotJSONError, nbformat.ValidationError, UnicodeDecodeError) as err:
+            print(
+                f"FAILED {path.name}: not a valid notebook file ({type(err).__name__}); nothing was written."
+            )
+            return 1
+        except Interrupted as stop:
+            print(f"Interrupted ({stop}): {path.name} was not written; the notebooks before it were.")
+            return 128 + stop.signum
         name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         print(f"regenerated {name} in {seconds:.1f} s: {change}")
     return 0

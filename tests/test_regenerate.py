@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import nbformat
+import pytest
+import regenerate as regenerate_module
+from notebook_args import notebooks_from_args
 from regenerate import change_summary, marker_tags, merge_streams, regenerate, sync_marker_tags
 
 
@@ -86,3 +96,50 @@ def test_merge_streams_joins_only_consecutive_outputs_of_one_stream():
 def test_change_summary_counts_lines_like_git_diff_stat():
     assert change_summary("a\nb\n", "a\nb\n") == "unchanged"
     assert change_summary("a\nb\nc\n", "a\nB\nc\nd\n") == "changed: 2 line(s) added, 1 removed (see git diff)"
+
+
+def test_ctrl_c_interrupts_the_running_cell_and_writes_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the process group) during a cell: exit 130, the file untouched, no kernel left."""
+    started = tmp_path / "started"
+    path = tmp_path / "slow.ipynb"
+    slow = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(300)"
+    cells = [nbformat.v4.new_code_cell(slow), nbformat.v4.new_code_cell("print('never run')")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    before = path.read_bytes()
+    script = Path(regenerate_module.__file__)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120  # a kernel start on a loaded machine; not a speed check
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT
+    assert out == "Interrupted (SIGINT): slow.ipynb was not written; the notebooks before it were.\n"
+    assert "Traceback" not in err
+    assert path.read_bytes() == before
+
+
+def test_a_file_that_is_not_a_notebook_is_named_and_left_alone(tmp_path, capsys):
+    path = tmp_path / "broken.ipynb"
+    path.write_text("{ not json")
+    assert regenerate_module.main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out == "FAILED broken.ipynb: not a valid notebook file (NotJSONError); nothing was written.\n"
+    assert path.read_text() == "{ not json"
+
+
+def test_notebook_arguments_are_a_list_of_names_not_one_string():
+    with pytest.raises(TypeError, match=r"args is a list of notebook paths or names, such as \['05_"):
+        notebooks_from_args("05_data_parallel.ipynb")
