@@ -128,11 +128,19 @@ class InterruptibleClient(NotebookClient):
 
     @asynccontextmanager
     async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
-        """nbclient's set-up, with this client's signal handlers in place of nbclient's."""
+        """nbclient's set-up, with this client's signal handlers in place of nbclient's.
+
+        A SIGINT this process was started ignoring (a background job) stays ignored.
+        """
+        ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         async with super().async_setup_kernel(**kwargs):
             loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, self._interrupt, signum)
+            loop.add_signal_handler(signal.SIGTERM, self._interrupt, signal.SIGTERM)
+            if ignoring_sigint:
+                loop.remove_signal_handler(signal.SIGINT)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            else:
+                loop.add_signal_handler(signal.SIGINT, self._interrupt, signal.SIGINT)
             yield
 
     async def async_execute_cell(self, *args: Any, **kwargs: Any) -> Any:

@@ -98,21 +98,29 @@ def test_change_summary_counts_lines_like_git_diff_stat():
     assert change_summary("a\nb\nc\n", "a\nB\nc\nd\n") == "changed: 2 line(s) added, 1 removed (see git diff)"
 
 
-def test_ctrl_c_interrupts_the_running_cell_and_writes_nothing(tmp_path):
-    """Ctrl-C (SIGINT to the process group) during a cell: exit 130, the file untouched, no kernel left."""
-    started = tmp_path / "started"
+def interrupt_during_a_cell(tmp_path, ignore_sigint):
+    """Run regenerate.py on a notebook whose cell waits for a file; SIGINT its process group during the cell.
+
+    Returns the exit status, stdout, stderr, and the notebook's bytes before and after.
+    """
+    started, go = tmp_path / "started", tmp_path / "go"
     path = tmp_path / "slow.ipynb"
-    slow = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(300)"
-    cells = [nbformat.v4.new_code_cell(slow), nbformat.v4.new_code_cell("print('never run')")]
+    wait = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
+    wait += f"while not pathlib.Path({str(go)!r}).exists():\n    time.sleep(0.05)"
+    cells = [nbformat.v4.new_code_cell(wait), nbformat.v4.new_code_cell("print('second cell')")]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     before = path.read_bytes()
-    script = Path(regenerate_module.__file__)
+
+    def like_a_shell():
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
+
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(path)],
+        [sys.executable, str(Path(regenerate_module.__file__)), str(path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
+        preexec_fn=like_a_shell,  # the test process starts no threads here, as preexec_fn needs
     )
     try:
         deadline = time.monotonic() + 120  # a kernel start on a loaded machine; not a speed check
@@ -120,15 +128,29 @@ def test_ctrl_c_interrupts_the_running_cell_and_writes_nothing(tmp_path):
             time.sleep(0.05)
         assert started.exists(), proc.communicate()
         os.killpg(proc.pid, signal.SIGINT)
+        go.touch()  # a cell that was not interrupted finishes now
         out, err = proc.communicate(timeout=120)
     finally:
+        go.touch()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 128 + signal.SIGINT
+    return proc.returncode, out, err, before, path.read_bytes()
+
+
+def test_ctrl_c_interrupts_the_running_cell_and_writes_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the process group) during a cell: exit 130, the file untouched, no kernel left."""
+    status, out, err, before, after = interrupt_during_a_cell(tmp_path, ignore_sigint=False)
+    assert status == 128 + signal.SIGINT
     assert out == "Interrupted (SIGINT): slow.ipynb was not written; the notebooks before it were.\n"
     assert "Traceback" not in err
-    assert path.read_bytes() == before
+    assert after == before
+
+
+def test_started_ignoring_sigint_as_a_background_job_it_runs_on(tmp_path):
+    status, out, err, _, after = interrupt_during_a_cell(tmp_path, ignore_sigint=True)
+    assert (status, "Traceback" in err) == (0, False), out
+    assert out.startswith("regenerated ") and "second cell" in after.decode()
 
 
 def test_a_file_that_is_not_a_notebook_is_named_and_left_alone(tmp_path, capsys):
