@@ -568,3 +568,12 @@ def test_child_process_timeout_is_reported():
 
 def test_module_constants():
     assert vd.VAR == "CUDA_VISIBLE_DEVICES" and vd.ORDER_VAR == "CUDA_DEVICE_ORDER"
+
+
+def test_set_visible_devices_refuses_an_environment_or_flags_it_cannot_use():
+    with pytest.raises(TypeError, match="environ is a dict-like environment"):
+        set_visible_devices("0", environ=[("CUDA_VISIBLE_DEVICES", "1")], cuda_initialized=False)
+    with pytest.raises(TypeError, match="cuda_initialized is None"):
+        set_visible_devices("0", environ={}, cuda_initialized="no")
+    with pytest.raises(TypeError, match="pci_bus_order is True or False"):
+        set_visible_devices("0", environ={}, cuda_initialized=False, pci_bus_order=None)

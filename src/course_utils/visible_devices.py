@@ -500,6 +500,16 @@ def set_visible_devices(
             f"value is the text to set, such as '0,4' ('' hides every GPU), not {value!r} "
             f"({type(value).__name__}); visible_devices_value([0, 4]) writes it from a list."
         )
+    if environ is not None and not isinstance(environ, MutableMapping):
+        raise TypeError(
+            f"environ is a dict-like environment to set the variable in (None: os.environ), not {environ!r}"
+        )
+    if not (cuda_initialized is None or isinstance(cuda_initialized, bool)):
+        raise TypeError(
+            f"cuda_initialized is None (look at this process), True or False, not {cuda_initialized!r}"
+        )
+    if not isinstance(pci_bus_order, bool):
+        raise TypeError(f"pci_bus_order is True or False, not {pci_bus_order!r}")
     env = os.environ if environ is None else environ
     if inventory is not None:
         parse_visible_devices(value, inventory)
