@@ -15,6 +15,10 @@ def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:
     An argument is a path (relative to the course root, where `course.py` runs the scripts) or
     the bare name of a notebook in `notebooks/`, such as `05_data_parallel.ipynb`.
     """
+    if isinstance(args, str) or not all(isinstance(arg, str) for arg in args):
+        raise TypeError(
+            f"args is a list of notebook paths or names, such as ['05_data_parallel.ipynb'], not {args!r}"
+        )
     if not args:
         return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), []
     found, missing = [], []

@@ -9,18 +9,28 @@ edited by hand: this script is the only way they change.
 A cell excluded from comparison starts with a comment that says why, such as
 `# NBVAL_IGNORE_OUTPUT: lists this machine's GPUs`. nbval only honours the bare marker, so this
 script also gives such cells nbval's matching metadata tag (`nbval-ignore-output`).
+
+Consecutive stream outputs of one cell are stored merged, so that how the kernel happened to
+split a cell's printing into messages never shows in `git diff`; each notebook's line of the
+report says whether its file changed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import difflib
+import signal
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import ipykernel.kernelspec
 import nbformat
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
@@ -53,6 +63,39 @@ def sync_marker_tags(nb: nbformat.NotebookNode) -> None:
             cell.metadata.pop("tags", None)
 
 
+def merge_streams(nb: nbformat.NotebookNode) -> None:
+    """Join each run of consecutive stream outputs of the same name (stdout, stderr) into one output."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        merged: list[nbformat.NotebookNode] = []
+        for output in cell.outputs:
+            previous = merged[-1] if merged else None
+            if (
+                output.output_type == "stream"
+                and previous is not None
+                and previous.output_type == "stream"
+                and previous.name == output.name
+            ):
+                previous.text += output.text
+            else:
+                merged.append(output)
+        cell.outputs = merged
+
+
+def change_summary(before: str, after: str) -> str:
+    """`unchanged`, or how many lines of a notebook's file a run added and removed (like git diff --stat)."""
+    if before == after:
+        return "unchanged"
+    added = removed = 0
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0):
+        if line.startswith(("+++", "---")):
+            continue
+        added += line.startswith("+")
+        removed += line.startswith("-")
+    return f"changed: {added} line(s) added, {removed} removed (see git diff)"
+
+
 class CurrentEnvKernelSpecs(KernelSpecManager):
     """Resolve KERNEL_NAME to an ipykernel running on this interpreter, whatever is installed."""
 
@@ -66,12 +109,60 @@ class CurrentEnvKernelSpecs(KernelSpecManager):
         raise NoSuchKernel(kernel_name)
 
 
-def regenerate(path: Path) -> float:
-    """Execute one notebook in place and return the seconds it took."""
-    nb = nbformat.read(path, as_version=4)
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a notebook's run; its file was not written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class InterruptibleClient(NotebookClient):
+    """A NotebookClient on which Ctrl-C or SIGTERM interrupts the running cell, as Ctrl-C in JupyterLab does.
+
+    nbclient's own handlers shut the kernel down under the running cell and then fail on a kernel
+    manager they were given; interrupting the cell ends the run through the usual error path instead.
+    """
+
+    signum: int | None = None
+
+    @asynccontextmanager
+    async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
+        """nbclient's set-up, with this client's signal handlers in place of nbclient's.
+
+        A SIGINT this process was started ignoring (a background job) stays ignored.
+        """
+        ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        async with super().async_setup_kernel(**kwargs):
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, self._interrupt, signal.SIGTERM)
+            if ignoring_sigint:
+                loop.remove_signal_handler(signal.SIGINT)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            else:
+                loop.add_signal_handler(signal.SIGINT, self._interrupt, signal.SIGINT)
+            yield
+
+    async def async_execute_cell(self, *args: Any, **kwargs: Any) -> Any:
+        """Run a cell as nbclient does, unless a signal came: then stop before it."""
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+        return await super().async_execute_cell(*args, **kwargs)
+
+    def _interrupt(self, signum: int) -> None:
+        """Remember the signal and interrupt the kernel's running cell."""
+        self.signum = signum
+        if self.km is not None:
+            self._interrupting = asyncio.ensure_future(self.km.interrupt_kernel())
+
+
+def regenerate(path: Path) -> tuple[float, str]:
+    """Execute one notebook in place; the seconds it took and what changed in its file (`change_summary`)."""
+    before = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(before, as_version=4)
     sync_marker_tags(nb)
-    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
-    client = NotebookClient(
+    km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
+    client = InterruptibleClient(
         nb,
         km=km,
         timeout=300,
@@ -80,13 +171,21 @@ def regenerate(path: Path) -> float:
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     start = time.perf_counter()
-    client.execute(cleanup_kc=True)  # shut the kernel down: nbclient keeps a km it was given alive
+    try:
+        client.execute(cleanup_kc=True)  # shut the kernel down: nbclient keeps a km it was given alive
+    except CellExecutionError:
+        if client.signum is not None:  # the error is the KeyboardInterrupt the signal caused
+            raise Interrupted(client.signum) from None
+        raise
+    if client.signum is not None:  # came while the last cell was finishing: do not write a half-run
+        raise Interrupted(client.signum)
     elapsed = time.perf_counter() - start
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("widgets", None)
+    merge_streams(nb)
     nbformat.validate(nb)
     nbformat.write(nb, path)
-    return elapsed
+    return elapsed, change_summary(before, path.read_text(encoding="utf-8"))
 
 
 def main(argv: list[str]) -> int:
@@ -97,11 +196,20 @@ def main(argv: list[str]) -> int:
         return 2
     for path in paths:
         try:
-            seconds = regenerate(path)
+            seconds, change = regenerate(path)
         except CellExecutionError as err:
             print(f"FAILED {path.name}: a cell raised an error; outputs were not written.\n{err}")
             return 1
-        print(f"regenerated {path.relative_to(ROOT)} in {seconds:.1f} s")
+        except (nbformat.reader.NotJSONError, nbformat.ValidationError, UnicodeDecodeError) as err:
+            print(
+                f"FAILED {path.name}: not a valid notebook file ({type(err).__name__}); nothing was written."
+            )
+            return 1
+        except Interrupted as stop:
+            print(f"Interrupted ({stop}): {path.name} was not written; the notebooks before it were.")
+            return 128 + stop.signum
+        name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        print(f"regenerated {name} in {seconds:.1f} s: {change}")
     return 0
 
 

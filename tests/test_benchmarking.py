@@ -118,3 +118,78 @@ def test_bucket_events_show_allreduce_before_backward_ends_after_the_first_step(
         "backward",
         "all-reduce",
     ]
+
+
+@pytest.mark.parametrize(
+    ("widths", "message"),
+    [
+        ("256,10", "widths must be a list of two or more positive ints, such as"),
+        (256, "widths must be a list"),
+        ((10**6, 10**6), r"a model of 1e\+12 parameters \(3725 GiB of float32 weights\)"),
+    ],
+)
+def test_make_mlp_refuses_text_numbers_and_huge_models(widths, message):
+    with pytest.raises(ValueError, match=message):
+        make_mlp(widths)
+
+
+@pytest.mark.parametrize(
+    ("times", "message"),
+    [
+        ([1.0, float("inf")], "finite numbers of seconds"),
+        ([1.0, float("nan")], "finite numbers of seconds"),
+        ([1.0, -0.5], "at least 0"),
+        ([1.0, "2"], "finite numbers of seconds"),
+        ([True, 1.0], "finite numbers of seconds"),
+        ("12", "times must be a list of step times in seconds"),
+        (0.1, "times must be a list"),
+    ],
+)
+def test_median_and_iqr_refuse_what_is_not_a_list_of_times(times, message):
+    with pytest.raises(ValueError, match=message):
+        median_and_iqr(times)
+
+
+def test_the_summaries_refuse_anything_but_what_the_workers_and_rows_give():
+    with pytest.raises(ValueError, match="label names the configuration"):
+        throughput_row(2, [fake_result(0, 1, [0.1, 0.1])])
+    with pytest.raises(ValueError, match=r"each result is the dict one ddp_throughput_worker rank returned"):
+        throughput_row("x", [{"rank": 0}])
+    with pytest.raises(ValueError, match="results must be the non-empty list"):
+        throughput_row("x", fake_result(0, 1, [0.1, 0.1]))
+    with pytest.raises(ValueError, match="each row is a dict that throughput_row returned"):
+        format_table([{"config": "x"}])
+    with pytest.raises(ValueError, match="rows must be the non-empty list"):
+        throughput_chart("rows")
+    row = throughput_row("x", [fake_result(0, 1, [0.1, 0.1])])
+    with pytest.raises(ValueError, match="title is the chart's title"):
+        throughput_chart([row], title=None)
+    assert plt.get_fignums() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"widths": (4, 0)}, "widths must be two or more positive ints"),
+        ({"seed": -1}, "seed must be an int of at least 0"),
+        ({"seed": 1.5}, "seed must be an int"),
+        ({"global_batch": 2**20, "steps": 10**4}, r"GiB to prepare .*use fewer steps"),
+        ({"threads": 0}, "threads must be a positive int"),
+    ],
+)
+def test_worker_refuses_bad_arguments_before_joining_a_process_group(kwargs, message):
+    arguments = {"global_batch": 8, "steps": 1, "warmup": 0, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        ddp_throughput_worker(**arguments)  # no LOCAL_RANK, no group: it must fail before both
+
+
+@pytest.mark.parametrize("cap", [0, -1, float("inf"), float("nan"), "25", True])
+def test_bucket_events_worker_refuses_a_bucket_size_it_cannot_use(cap):
+    with pytest.raises(ValueError, match="bucket_cap_mb must be a positive number of megabytes"):
+        bucket_events_worker(2, cap)
+
+
+def test_worker_called_outside_a_launch_says_how_to_start_it(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    with pytest.raises(RuntimeError, match=r"start it with launch\(ddp_throughput_worker, nprocs"):
+        ddp_throughput_worker(8, 1, 0)

@@ -146,3 +146,37 @@ def test_untrusted_example_is_refused_by_default_and_runs_code_otherwise(tmp_pat
     assert torch.equal(loaded["weight"], torch.zeros(2, 2))
     with pytest.raises(FileNotFoundError, match="create it first"):
         save_untrusted_example(tmp_path / "missing" / "x.pt")
+
+
+def test_save_with_location_to_a_folder_says_to_name_a_file(tmp_path, state):
+    with pytest.raises(IsADirectoryError, match=r"it is a folder; name a file in it, such as .*model\.pt"):
+        save_with_location(state, tmp_path)
+    with pytest.raises(IsADirectoryError, match="it is a folder"):
+        save_untrusted_example(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", [None, 3, ""])
+def test_a_path_that_is_not_a_file_name_is_refused(path, state):
+    with pytest.raises(TypeError, match="path is the checkpoint's file name, a str or Path"):
+        save_with_location(state, path)
+    with pytest.raises(TypeError, match="path is a checkpoint's file name, a str or Path"):
+        storage_locations(path)
+
+
+def test_an_object_that_cannot_be_pickled_leaves_no_file_and_keeps_the_old_one(tmp_path, state):
+    path = save_with_location(state, tmp_path / "x.pt")
+    before = path.read_bytes()
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        save_with_location({"weight": torch.zeros(2), "fn": lambda: 0}, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["x.pt"], "no partial file is left behind"
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        save_with_location({"fn": lambda: 0}, tmp_path / "new.pt")
+    assert [p.name for p in tmp_path.iterdir()] == ["x.pt"]
+
+
+def test_untrusted_example_needs_text_to_print(tmp_path):
+    with pytest.raises(TypeError, match="message is the text to print when loaded, a str"):
+        save_untrusted_example(tmp_path / "x.pt", message=3)
+    assert list(tmp_path.iterdir()) == []

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from course_utils import env_report
@@ -191,3 +192,11 @@ def test_report_ignores_limits_above_what_the_host_has(tmp_path, monkeypatch):
     rows = dict(environment_report(cgroup_root=root, proc_self_cgroup=proc).rows())
     assert rows["RAM"] == "64.0 GiB"
     assert rows["CPU cores (usable / total)"] == "2 / 2"
+
+
+def test_cgroup_paths_may_be_text_and_anything_else_is_refused(tmp_path):
+    assert read_cgroup_limits(str(tmp_path), str(tmp_path / "cgroup")) == CgroupLimits()
+    with pytest.raises(TypeError, match=r"root is a folder or file path \(a str or Path\), not 3"):
+        read_cgroup_limits(3)
+    with pytest.raises(TypeError, match="proc_self_cgroup is a folder or file path"):
+        environment_report(tmp_path, None)

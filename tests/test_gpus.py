@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from course_utils import gpus
@@ -331,3 +332,30 @@ def test_explain_later_errors_names_the_step():
     assert gpus.explain_nvml_error(NVMLError_LibraryNotFound(), doing="anything").startswith(
         "NVML library not found"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(2, 2), (0, 0), (-3, -3), (np.int64(5), 5)],
+)
+def test_whole_number_takes_every_integer_type(value, expected):
+    result = gpus.whole_number(value, "n")
+    assert result == expected and type(result) is int
+
+
+NOT_WHOLE = [True, False, 2.0, 2.9, float("inf"), "2", None, np.float64(2), np.bool_(True)]
+
+
+@pytest.mark.parametrize("value", NOT_WHOLE)
+def test_whole_number_refuses_bools_floats_and_text_alike(value):
+    with pytest.raises(ValueError, match=r"^n must be a whole number \(an int such as 2\), not "):
+        gpus.whole_number(value, "n")
+
+
+def test_smi_table_and_explain_nvml_error_refuse_what_they_cannot_show():
+    with pytest.raises(TypeError, match=r"smi_table shows an Inventory \(nvml_inventory\(\)"):
+        smi_table([])
+    with pytest.raises(TypeError, match="pass the exception NVML raised and a str naming the step"):
+        gpus.explain_nvml_error("NVMLError_GpuIsLost")
+    with pytest.raises(TypeError, match="pass the exception NVML raised"):
+        gpus.explain_nvml_error(ValueError("x"), doing=2)

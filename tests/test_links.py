@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import links
 import pytest
@@ -129,4 +130,4 @@ def test_course_retarget_runs_the_links_script_without_setting_up_the_course(mon
     monkeypatch.setattr(course, "ensure_environment", lambda: pytest.fail("retarget needs no .venv"))
     monkeypatch.setattr(course, "run", lambda cmd, **kw: started.append(cmd) or 0)
     assert course.main(["retarget", FORK, "--check"]) == 0
-    assert started == [[sys.executable, "scripts/links.py", FORK, "--check"]]
+    assert started == [[Path(sys.executable), "scripts/links.py", FORK, "--check"]]

@@ -596,3 +596,57 @@ def test_real_dataparallel_without_gpus_just_calls_the_module():
     torch.testing.assert_close(result, model(data))
     with pytest.raises(RuntimeError, match="device type could not be determined"):
         nn.parallel.data_parallel(model, data, [0, 1])
+
+
+def test_a_scalar_on_the_meta_device_gets_the_scalar_error_too():
+    with pytest.raises(ValueError, match=r"0-dimensional tensor \(a scalar on meta\) has no dimension"):
+        simulated_scatter(torch.tensor(1.0, device="meta"), 2)
+    with pytest.raises(ValueError, match=r"\(a scalar, here 1\.5\)"):
+        simulated_scatter(torch.tensor(1.5), 2)
+
+
+def test_pieces_of_a_meta_tensor_stay_on_meta():
+    pieces = simulated_scatter(torch.empty(4, 3, device="meta"), 2)
+    assert [(p.device.type, p.shape[0]) for p in pieces] == [("meta", 2), ("meta", 2)]
+
+
+@pytest.mark.parametrize("huge", [1025, 10**12])
+def test_more_devices_than_one_process_can_drive_are_refused(huge):
+    with pytest.raises(ValueError, match=r"up to 1024, one replica each\); pass the number of GPUs"):
+        replica_sizes(8, huge)
+    with pytest.raises(ValueError, match="up to 1024"):
+        simulated_replicate(nn.Linear(2, 2), huge)
+    assert len(replica_sizes(2048, 1024)) == 1024
+
+
+@pytest.mark.parametrize("bad", [float("inf"), 2.0, True, "2", None])
+def test_device_counts_that_are_not_ints_are_refused_everywhere(bad):
+    for call in (
+        lambda: replica_sizes(8, bad),
+        lambda: simulated_scatter(x(4, 2), bad),
+        lambda: simulated_replicate(nn.Linear(2, 2), bad),
+        lambda: simulated_data_parallel(nn.Linear(2, 2), bad),
+    ):
+        with pytest.raises(TypeError, match=r"num_devices must be an int .*pass e\.g\. num_devices=2"):
+            call()
+
+
+def test_replicate_scatter_kwargs_apply_and_gather_refuse_what_they_cannot_use():
+    with pytest.raises(TypeError, match=r"simulated_replicate copies an nn\.Module, got function"):
+        simulated_replicate(lambda t: t, 2)
+    with pytest.raises(TypeError, match=r"inputs is the tuple of positional arguments .*such as \(batch,\)"):
+        simulated_scatter_kwargs(x(4, 2), None, 2)
+    with pytest.raises(TypeError, match=r"kwargs is the dict of keyword arguments .*not list"):
+        simulated_scatter_kwargs((x(4, 2),), [1], 2)
+    with pytest.raises(ValueError, match="replicas is a non-empty list of modules"):
+        simulated_parallel_apply([], [])
+    with pytest.raises(TypeError, match=r"every replica must be an nn\.Module"):
+        simulated_parallel_apply([lambda t: t], [x(1, 2)])
+    with pytest.raises(TypeError, match="one entry per replica"):
+        simulated_parallel_apply([nn.Linear(2, 2)], x(1, 2))
+    with pytest.raises(ValueError, match="outputs is the non-empty list of the replicas' outputs"):
+        simulated_gather([])
+    with pytest.raises(ValueError, match="outputs is the non-empty list"):
+        simulated_gather(x(4, 2))
+    with pytest.raises(TypeError, match="dim must be an int"):
+        simulated_gather([x(1, 2)], dim=0.0)

@@ -199,3 +199,51 @@ def test_picker_uses_real_gpus_when_there_are_some(monkeypatch):
     picker = GpuPicker()
     assert picker.inventory is real and picker.note == ""
     assert "gpu-picker-nvml" in picker.widget._dom_classes and len(picker.checks) == 2
+
+
+@pytest.mark.parametrize("n", [True, 2.9, "2", None, float("inf")])
+def test_pick_most_free_follows_the_rule_of_choose_by_free_memory(n):
+    picker = GpuPicker(FLEET)
+    with pytest.raises(ValueError, match="n, the number of GPUs to choose, must be a whole number"):
+        picker.pick_most_free(n)
+    assert picker.selection == []
+
+
+def test_pick_most_free_accepts_numpy_integers():
+    picker = GpuPicker(FLEET)
+    picker.pick_most_free(np.int64(2))
+    assert picker.value_string == "3,6"
+
+
+@pytest.mark.parametrize(
+    ("selection", "error", "message"),
+    [
+        ("12", TypeError, r"the selection is a list of physical GPU numbers such as \[3, 6\], not '12'"),
+        (3, TypeError, "the selection is a list of physical GPU numbers"),
+        ([1.7], ValueError, r"the selection holds physical GPU numbers \(ints\), not 1.7; .* 0-7"),
+        ([True], ValueError, r"the selection holds physical GPU numbers \(ints\), not True"),
+        ([-1], ValueError, "there is no GPU -1"),
+    ],
+)
+def test_select_and_the_html_refuse_what_is_not_a_selection(selection, error, message):
+    picker = GpuPicker(FLEET)
+    with pytest.raises(error, match=message):
+        picker.select(selection)
+    with pytest.raises(error, match=message):
+        inventory_html(FLEET, selection)
+
+
+def test_functions_that_take_an_inventory_refuse_anything_else():
+    with pytest.raises(TypeError, match=r"GpuPicker shows an Inventory \(demo_inventory\(\)"):
+        GpuPicker("demo")
+    with pytest.raises(TypeError, match="inventory must be an Inventory"):
+        check_selection([0, 1], [0])
+    with pytest.raises(TypeError, match="inventory must be an Inventory"):
+        source_label("demo")
+
+
+def test_toggle_refuses_what_it_cannot_use():
+    with pytest.raises(ValueError, match="index, the GPU ticked or unticked, must be a whole number"):
+        toggle([3], "1", True)
+    with pytest.raises(TypeError, match=r"ticked is True \(tick\) or False \(untick\), not 'yes'"):
+        toggle([3], 1, "yes")

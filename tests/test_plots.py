@@ -25,3 +25,27 @@ def test_chart_has_a_panel_per_gpu_count_and_a_segment_per_replica():
 def test_chart_refuses_empty_or_negative_tables(bad):
     with pytest.raises(ValueError, match="tables"):
         replica_sizes_chart(bad)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ([[2, 2]], "tables must be a non-empty dict"),
+        ({0: [[1]]}, "each key of tables is a GPU count, an int of at least 1, not 0"),
+        ({2.0: [[1]]}, "each key of tables is a GPU count"),
+        ({True: [[1]]}, "each key of tables is a GPU count"),
+        ({2: "15,15"}, r"tables\[2\] needs one non-empty list of row counts"),
+        ({2: [[1.5, 1]]}, r"tables\[2\] needs .*\(ints, at least 0\)"),
+        ({2: [["3", 1]]}, r"tables\[2\] needs"),
+        ({2: [15, 15]}, r"tables\[2\] needs"),
+    ],
+)
+def test_chart_refuses_tables_of_the_wrong_shape_and_says_which(bad, message):
+    with pytest.raises(ValueError, match=message):
+        replica_sizes_chart(bad)
+    assert plt.get_fignums() == [], "no half-drawn figure is left open"
+
+
+def test_chart_title_must_be_text():
+    with pytest.raises(TypeError, match="title is the chart's title, a str"):
+        replica_sizes_chart({2: [[1, 1]]}, title=3)

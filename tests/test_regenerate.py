@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import nbformat
-from regenerate import marker_tags, regenerate, sync_marker_tags
+import pytest
+import regenerate as regenerate_module
+from notebook_args import notebooks_from_args
+from regenerate import change_summary, marker_tags, merge_streams, regenerate, sync_marker_tags
 
 
 def test_marker_tags_read_leading_comments_only():
@@ -37,8 +47,121 @@ def test_regenerate_writes_outputs_and_shuts_its_kernel_down(tmp_path):
     path = tmp_path / "tiny.ipynb"
     cells = [nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT: a pid\nimport os\nprint(6 * 7)")]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
-    regenerate(path)
+    assert regenerate(path)[1].startswith("changed: ")
     (cell,) = nbformat.read(path, as_version=4).cells
     assert cell.execution_count == 1
     assert cell.outputs[0]["text"] == "42\n"
     assert cell.metadata["tags"] == ["nbval-ignore-output"]
+
+
+def test_printing_in_chunks_is_stored_as_one_output_and_a_second_run_changes_no_byte(tmp_path):
+    path = tmp_path / "chunks.ipynb"
+    chunks = "import sys\nfor i in range(5):\n    print(i, flush=True)\n_ = sys.stdout.write('end\\n')\n"
+    cells = [nbformat.v4.new_code_cell(chunks), nbformat.v4.new_code_cell("print('a', flush=True); 1 + 1")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    _, change = regenerate(path)
+    assert change.startswith("changed: ")
+    first = path.read_bytes()
+    printed, answered = nbformat.reads(first.decode(), as_version=4).cells
+    assert [(o.output_type, o.get("text")) for o in printed.outputs] == [("stream", "0\n1\n2\n3\n4\nend\n")]
+    assert [o.output_type for o in answered.outputs] == ["stream", "execute_result"]
+    assert regenerate(path)[1] == "unchanged"
+    assert path.read_bytes() == first
+
+
+def test_merge_streams_joins_only_consecutive_outputs_of_one_stream():
+    out = nbformat.v4.new_output
+    cell = nbformat.v4.new_code_cell(
+        "x",
+        outputs=[
+            out("stream", name="stdout", text="a"),
+            out("stream", name="stdout", text="b\n"),
+            out("stream", name="stderr", text="c\n"),
+            out("stream", name="stdout", text="d\n"),
+            out("display_data", data={"text/plain": "e"}),
+            out("stream", name="stdout", text="f\n"),
+        ],
+    )
+    nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("m")])
+    merge_streams(nb)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in cell.outputs] == [
+        ("stream", "stdout", "ab\n"),
+        ("stream", "stderr", "c\n"),
+        ("stream", "stdout", "d\n"),
+        ("display_data", None, None),
+        ("stream", "stdout", "f\n"),
+    ]
+
+
+def test_change_summary_counts_lines_like_git_diff_stat():
+    assert change_summary("a\nb\n", "a\nb\n") == "unchanged"
+    assert change_summary("a\nb\nc\n", "a\nB\nc\nd\n") == "changed: 2 line(s) added, 1 removed (see git diff)"
+
+
+def interrupt_during_a_cell(tmp_path, ignore_sigint):
+    """Run regenerate.py on a notebook whose cell waits for a file; SIGINT its process group during the cell.
+
+    Returns the exit status, stdout, stderr, and the notebook's bytes before and after.
+    """
+    started, go = tmp_path / "started", tmp_path / "go"
+    path = tmp_path / "slow.ipynb"
+    wait = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
+    wait += f"while not pathlib.Path({str(go)!r}).exists():\n    time.sleep(0.05)"
+    cells = [nbformat.v4.new_code_cell(wait), nbformat.v4.new_code_cell("print('second cell')")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    before = path.read_bytes()
+
+    def like_a_shell():
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
+
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(regenerate_module.__file__)), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=like_a_shell,  # the test process starts no threads here, as preexec_fn needs
+    )
+    try:
+        deadline = time.monotonic() + 120  # a kernel start on a loaded machine; not a speed check
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        go.touch()  # a cell that was not interrupted finishes now
+        out, err = proc.communicate(timeout=120)
+    finally:
+        go.touch()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out, err, before, path.read_bytes()
+
+
+def test_ctrl_c_interrupts_the_running_cell_and_writes_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the process group) during a cell: exit 130, the file untouched, no kernel left."""
+    status, out, err, before, after = interrupt_during_a_cell(tmp_path, ignore_sigint=False)
+    assert status == 128 + signal.SIGINT
+    assert out == "Interrupted (SIGINT): slow.ipynb was not written; the notebooks before it were.\n"
+    assert "Traceback" not in err
+    assert after == before
+
+
+def test_started_ignoring_sigint_as_a_background_job_it_runs_on(tmp_path):
+    status, out, err, _, after = interrupt_during_a_cell(tmp_path, ignore_sigint=True)
+    assert (status, "Traceback" in err) == (0, False), out
+    assert out.startswith("regenerated ") and "second cell" in after.decode()
+
+
+def test_a_file_that_is_not_a_notebook_is_named_and_left_alone(tmp_path, capsys):
+    path = tmp_path / "broken.ipynb"
+    path.write_text("{ not json")
+    assert regenerate_module.main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert out == "FAILED broken.ipynb: not a valid notebook file (NotJSONError); nothing was written.\n"
+    assert path.read_text() == "{ not json"
+
+
+def test_notebook_arguments_are_a_list_of_names_not_one_string():
+    with pytest.raises(TypeError, match=r"args is a list of notebook paths or names, such as \['05_"):
+        notebooks_from_args("05_data_parallel.ipynb")

@@ -260,10 +260,13 @@ def test_choose_breaks_ties_by_index_not_by_list_position():
         (9, r"cannot choose 9 GPU\(s\): the inventory has 8; choose between 1 and 8"),
         (0, r"cannot choose 0 GPU\(s\)"),
         (-2, r"cannot choose -2 GPU\(s\)"),
-        (2.5, "n must be a whole number of GPUs"),
-        (True, "n must be a whole number of GPUs"),
-        ("2", "n must be a whole number of GPUs"),
-        (np.float64(2), "n must be a whole number of GPUs"),
+        (10**12, r"cannot choose 1000000000000 GPU\(s\)"),
+        (2.5, "n, the number of GPUs to choose, must be a whole number"),
+        (2.9, "n, the number of GPUs to choose, must be a whole number"),
+        (True, "n, the number of GPUs to choose, must be a whole number"),
+        ("2", "n, the number of GPUs to choose, must be a whole number"),
+        (float("inf"), "must be a whole number"),
+        (np.float64(2), "must be a whole number"),
     ],
 )
 def test_choose_rejects_bad_n(n, message):
@@ -283,7 +286,74 @@ def test_choose_from_an_empty_inventory():
 
 def test_visible_devices_value():
     assert visible_devices_value([3, 6]) == "3,6"
+    assert visible_devices_value((np.int64(1), 0)) == "1,0"
+    assert visible_devices_value(range(2)) == "0,1"
     assert visible_devices_value([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("indices", "error", "message"),
+    [
+        ("12", TypeError, r"a list of physical GPU numbers such as \[3, 6\], not '12'"),
+        (b"12", TypeError, "a list of physical GPU numbers"),
+        (3, TypeError, "a list of physical GPU numbers"),
+        ({3, 6}, TypeError, "a list of physical GPU numbers"),
+        ([-1, 2], ValueError, r"GPU index -1 in \[-1, 2\] is negative; .*pass \[\]"),
+        ([1.7], ValueError, "each GPU index must be a whole number .*not 1.7"),
+        ([True], ValueError, "each GPU index must be a whole number .*not True"),
+        (["1"], ValueError, "each GPU index must be a whole number .*not '1'"),
+        ([2, 2], ValueError, "GPU 2 comes twice"),
+    ],
+)
+def test_visible_devices_value_refuses_what_is_not_a_list_of_gpu_numbers(indices, error, message):
+    with pytest.raises(error, match=message):
+        visible_devices_value(indices)
+
+
+READERS = [parse_visible_devices, cuda_semantics, logical_to_physical, mapping_lines]
+
+
+@pytest.mark.parametrize("function", READERS)
+@pytest.mark.parametrize("value", [0, 0.0, b"0", ["0"], ("0", "1")])
+def test_a_value_that_is_not_text_is_refused_by_every_reader(function, value):
+    with pytest.raises(TypeError, match=r"CUDA_VISIBLE_DEVICES holds text: pass a str such as '0,4'"):
+        function(value, FLEET)
+
+
+@pytest.mark.parametrize("function", [parse_visible_devices, cuda_semantics, mapping_lines])
+def test_an_inventory_that_is_not_one_is_refused(function):
+    with pytest.raises(TypeError, match=r"an Inventory \(nvml_inventory\(\) or demo_inventory\(\)\)"):
+        function("0", [0, 1])
+    with pytest.raises(TypeError, match="inventory must be an Inventory"):
+        choose_by_free_memory(None, 1)
+
+
+@pytest.mark.parametrize(
+    ("logical", "message"),
+    [
+        ("0", r"logical is the number k of cuda:k, an int: physical_of\(0, ...\) for cuda:0, not '0'"),
+        (0.0, r"logical \(the k of cuda:k\) must be a whole number"),
+        (True, r"logical \(the k of cuda:k\) must be a whole number"),
+        (-1, "there is no cuda:-1"),
+        (10**9, "there is no cuda:1000000000"),
+    ],
+)
+def test_physical_of_says_that_the_first_argument_is_the_logical_index(logical, message):
+    with pytest.raises(ValueError, match=message):
+        physical_of(logical, "0,1", FLEET)
+
+
+def test_physical_of_accepts_numpy_integers():
+    assert physical_of(np.int64(1), "0,4", FLEET) == 4
+
+
+@pytest.mark.parametrize("environ", [None, {}])
+@pytest.mark.parametrize("value", [0, None, 1.5, ["0"], b"0"])
+def test_set_visible_devices_takes_text_only_and_stores_nothing_else(value, environ, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(TypeError, match=r"value is the text to set, such as '0,4'"):
+        set_visible_devices(value, environ=environ, cuda_initialized=False)
+    assert "CUDA_VISIBLE_DEVICES" not in (os.environ if environ is None else environ)
 
 
 @pytest.mark.parametrize(
@@ -498,3 +568,12 @@ def test_child_process_timeout_is_reported():
 
 def test_module_constants():
     assert vd.VAR == "CUDA_VISIBLE_DEVICES" and vd.ORDER_VAR == "CUDA_DEVICE_ORDER"
+
+
+def test_set_visible_devices_refuses_an_environment_or_flags_it_cannot_use():
+    with pytest.raises(TypeError, match="environ is a dict-like environment"):
+        set_visible_devices("0", environ=[("CUDA_VISIBLE_DEVICES", "1")], cuda_initialized=False)
+    with pytest.raises(TypeError, match="cuda_initialized is None"):
+        set_visible_devices("0", environ={}, cuda_initialized="no")
+    with pytest.raises(TypeError, match="pci_bus_order is True or False"):
+        set_visible_devices("0", environ={}, cuda_initialized=False, pci_bus_order=None)

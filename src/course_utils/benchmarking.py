@@ -22,6 +22,7 @@ How a DDP worker measures, and why:
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import statistics
 import time
@@ -50,17 +51,42 @@ __all__ = [
 ]
 
 
+_RESULT_KEYS = frozenset({"rank", "world_size", "threads", "step_times", "samples_timed"})
+_ROW_KEYS = frozenset(
+    {"config", "processes", "threads", "global_batch", "median_step_s", "iqr_step_s", "samples_per_s"}
+)
+MAX_BATCH_BYTES = 2**30  # the prepared batches of one rank; a benchmark in a 1.5 GiB budget needs far less
+MAX_PARAMETERS = 10**9  # 4 GB of float32 weights: far beyond a benchmark model, a slip in the widths
+
+
+def _check_widths(widths: object) -> list[int]:
+    """`widths` as a list of two or more positive ints, of at most MAX_PARAMETERS weights; else ValueError."""
+    if isinstance(widths, str) or not isinstance(widths, Sequence):
+        raise ValueError(
+            f"widths must be a list of two or more positive ints, such as (256, 10), not {widths!r}"
+        )
+    widths = list(widths)
+    if len(widths) < 2 or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+        raise ValueError(
+            f"widths must be two or more positive ints (input, hidden..., output), not {widths!r}"
+        )
+    parameters = sum((n_in + 1) * n_out for n_in, n_out in itertools.pairwise(widths))
+    if parameters > MAX_PARAMETERS:
+        raise ValueError(
+            f"widths {widths!r} make a model of {parameters:.3g} parameters "
+            f"({parameters * 4 / 2**30:.0f} GiB of float32 weights); the benchmark needs a few million "
+            "at most, e.g. (256, 256, 256, 10)"
+        )
+    return widths
+
+
 def make_mlp(widths: Sequence[int]) -> nn.Sequential:
     """A multilayer perceptron with ReLUs between `nn.Linear(widths[i], widths[i + 1])` layers.
 
     The model every benchmark in notebook 09 trains: its cost is set by the widths alone, so the
     same widths give the same work on every machine.
     """
-    widths = list(widths)
-    if len(widths) < 2 or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
-        raise ValueError(
-            f"widths must be two or more positive ints (input, hidden..., output), not {widths!r}"
-        )
+    widths = _check_widths(widths)
     layers: list[nn.Module] = []
     for i, (n_in, n_out) in enumerate(itertools.pairwise(widths)):
         if i:
@@ -99,9 +125,26 @@ def ddp_throughput_worker(
     notebook checks: steps run, samples seen, threads, parameters held, final weights.
     """
     _check_counts(global_batch, steps, warmup, threads)
+    widths = _check_widths(widths)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int of at least 0 (the same on every rank), not {seed!r}")
+    batch_bytes = (warmup + steps) * global_batch * widths[0] * 4
+    if batch_bytes > MAX_BATCH_BYTES:
+        raise ValueError(
+            f"the {warmup + steps} global batches of {global_batch} x {widths[0]} would take "
+            f"{batch_bytes / 2**30:.1f} GiB to prepare (they are made before timing starts); "
+            "use fewer steps, a smaller global_batch or a narrower input"
+        )
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f'device_type must be "cpu" (gloo) or "cuda" (nccl), not {device_type!r}')
-    local_rank = int(os.environ["LOCAL_RANK"])
+    if not {"LOCAL_RANK", "WORLD_SIZE"} <= os.environ.keys():
+        raise RuntimeError(
+            "ddp_throughput_worker is one rank of a job: start it with launch(ddp_throughput_worker, "
+            "nprocs, args=...) or torchrun, which set LOCAL_RANK and WORLD_SIZE"
+        )
+    local_rank, world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
+    if global_batch % world:  # before joining the group: no rank is left waiting for this one
+        raise ValueError(f"global_batch={global_batch} does not split evenly over {world} processes")
     if device_type == "cuda":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
@@ -115,8 +158,6 @@ def ddp_throughput_worker(
     def _train_and_time() -> dict[str, Any]:
         # A function of its own, so that DDP and everything it holds is released when it returns,
         # before the process group is destroyed (the other order can hang in gloo's teardown).
-        if global_batch % world:
-            raise ValueError(f"global_batch={global_batch} does not split evenly over {world} processes")
         torch.manual_seed(seed)
         model = make_mlp(widths).to(device)
         ddp = DDP(model, device_ids=[local_rank] if device_type == "cuda" else None)
@@ -181,6 +222,15 @@ def bucket_events_worker(steps: int = 2, bucket_cap_mb: float = 0.01) -> list[li
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, not {steps!r}")
+    if (
+        isinstance(bucket_cap_mb, bool)
+        or not isinstance(bucket_cap_mb, int | float)
+        or not 0 < bucket_cap_mb < 2**20
+    ):
+        raise ValueError(
+            f"bucket_cap_mb must be a positive number of megabytes, such as 0.01 (tiny buckets) or 25 "
+            f"(DDP's default), not {bucket_cap_mb!r}"
+        )
     dist.init_process_group("gloo")
 
     def _record() -> list[list[str]]:
@@ -232,6 +282,10 @@ def median_and_iqr(times: Sequence[float]) -> tuple[float, float]:
     NumPy compute them: the median and the IQR say what a typical run costs and how much runs
     spread, and one slow outlier moves neither much (unlike the mean).
     """
+    if isinstance(times, str) or not isinstance(times, Sequence):
+        raise ValueError(f"times must be a list of step times in seconds, not {times!r}")
+    if not all(isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t < math.inf for t in times):
+        raise ValueError(f"times must be finite numbers of seconds, at least 0, got {list(times)!r}")
     values = [float(t) for t in times]
     if len(values) < 2:
         raise ValueError(f"need at least 2 times for a median and an IQR, got {len(values)}")
@@ -246,8 +300,21 @@ def throughput_row(label: str, results: Sequence[Mapping[str, Any]]) -> dict[str
     ranks wait for each other in the all-reduce), so the job's step time is the largest of the
     ranks' median step times, and its throughput is the global batch divided by that.
     """
-    if not results:
-        raise ValueError("results is empty: pass the list that launch(ddp_throughput_worker, ...) returned")
+    if not isinstance(label, str):
+        raise ValueError(
+            f"label names the configuration in the table, a str such as '2 processes', not {label!r}"
+        )
+    if isinstance(results, str) or not isinstance(results, Sequence) or not results:
+        raise ValueError(
+            "results must be the non-empty list that launch(ddp_throughput_worker, ...) returned, "
+            f"not {results!r}"
+        )
+    for result in results:
+        if not isinstance(result, Mapping) or not _RESULT_KEYS <= result.keys():
+            raise ValueError(
+                "each result is the dict one ddp_throughput_worker rank returned "
+                f"(with {sorted(_RESULT_KEYS)}); pass what launch(ddp_throughput_worker, ...) returned"
+            )
     world = results[0]["world_size"]
     if len(results) != world or sorted(r["rank"] for r in results) != list(range(world)):
         raise ValueError(f"expected one result per rank 0..{world - 1}, got {len(results)}")
@@ -269,10 +336,19 @@ def throughput_row(label: str, results: Sequence[Mapping[str, Any]]) -> dict[str
     }
 
 
+def _check_rows(rows: object) -> None:
+    """ValueError unless `rows` is a non-empty list of `throughput_row` results."""
+    if isinstance(rows, str) or not isinstance(rows, Sequence) or not rows:
+        raise ValueError(
+            f"rows must be the non-empty list of rows that throughput_row returned, not {rows!r}"
+        )
+    if not all(isinstance(row, Mapping) and _ROW_KEYS <= row.keys() for row in rows):
+        raise ValueError(f"each row is a dict that throughput_row returned (with {sorted(_ROW_KEYS)})")
+
+
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """A fixed-width text table of `throughput_row` results, with the speed-up over the first row."""
-    if not rows:
-        raise ValueError("rows is empty: pass the rows that throughput_row returned")
+    _check_rows(rows)
     base = rows[0]["samples_per_s"]
     lines = [
         f"{'configuration':<24} {'procs':>5} {'threads':>7} {'median step':>12} {'IQR':>9} "
@@ -295,8 +371,9 @@ def throughput_chart(rows: Sequence[Mapping[str, Any]], title: str = "Training t
     """
     import matplotlib.pyplot as plt  # here, so that spawned DDP workers need not import it
 
-    if not rows:
-        raise ValueError("rows is empty: pass the rows that throughput_row returned")
+    _check_rows(rows)
+    if not isinstance(title, str):
+        raise ValueError(f"title is the chart's title, a str, not {title!r}")
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
     labels = [row["config"] for row in rows]
     values = [row["samples_per_s"] for row in rows]

@@ -15,9 +15,11 @@ without unpickling anything, so it is safe on files from strangers.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import types
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,37 @@ def _torch_location_tag(device: torch.device) -> str:
         ) from err
 
 
+def _save_target(path: object) -> Path:
+    """`path` as a Path to a file that can be written: a str or Path, not a folder, in an existing folder."""
+    if not isinstance(path, str | os.PathLike) or str(path) == "":
+        raise TypeError(f"path is the checkpoint's file name, a str or Path such as 'model.pt', not {path!r}")
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"cannot save to {path}: it is a folder; name a file in it, such as {path / 'model.pt'}"
+        )
+    if not path.parent.is_dir():
+        raise FileNotFoundError(
+            f"cannot save to {path}: the folder {path.parent} does not exist; create it first"
+        )
+    return path
+
+
+def _write_whole(path: Path, write: Callable[[Path], None]) -> None:
+    """Run `write` on a temporary file beside `path`, then move it into place: never a partial file.
+
+    If `write` raises (an object that cannot be pickled, a full disk), the temporary file is
+    removed and whatever `path` held before stays as it was.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")  # created as any new file is
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def save_with_location(obj: object, path: str | Path, location: str | torch.device = "cuda:0") -> Path:
     """Save `obj` with `torch.save`, recording `location` as the device of every storage.
 
@@ -90,19 +123,18 @@ def save_with_location(obj: object, path: str | Path, location: str | torch.devi
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"location must name a device such as 'cuda:0' or 'cpu', got {location!r}") from err
     tag = _torch_location_tag(device)
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(
-            f"cannot save to {path}: the folder {path.parent} does not exist; create it first"
-        )
-    torch.save(obj, path, pickle_module=_retagging_pickle_module(tag))
-    written = set(storage_locations(path))
-    if written - {tag}:
-        path.unlink()
-        raise RuntimeError(
-            f"torch.save recorded {sorted(written)} instead of {tag!r}: this PyTorch's torch.save "
-            "no longer lets course_utils change the tag; the file was removed"
-        )
+    path = _save_target(path)
+
+    def write(temporary: Path) -> None:
+        torch.save(obj, temporary, pickle_module=_retagging_pickle_module(tag))
+        written = set(storage_locations(temporary))
+        if written - {tag}:
+            raise RuntimeError(
+                f"torch.save recorded {sorted(written)} instead of {tag!r}: this PyTorch's torch.save "
+                f"no longer lets course_utils change the tag; nothing was written to {path}"
+            )
+
+    _write_whole(path, write)
     return path
 
 
@@ -172,6 +204,8 @@ def storage_locations(path: str | Path) -> list[str]:
     tensors counts once. A legacy (pre-1.6) checkpoint is refused with a ValueError that says
     how to convert it.
     """
+    if not isinstance(path, str | os.PathLike) or str(path) == "":
+        raise TypeError(f"path is a checkpoint's file name, a str or Path such as 'model.pt', not {path!r}")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}: check the file name and folder")
@@ -213,6 +247,8 @@ class PrintOnLoad:
     """
 
     def __init__(self, message: str) -> None:
+        if not isinstance(message, str):
+            raise TypeError(f"message is the text to print when loaded, a str, not {message!r}")
         self.message = message
 
     def __reduce__(self) -> tuple[object, tuple[str]]:
@@ -227,10 +263,7 @@ def save_untrusted_example(
     Loading it with `weights_only=False` runs `print(message)`; with `weights_only=True`
     (the default since PyTorch 2.6) torch.load refuses it. Returns the path written.
     """
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(
-            f"cannot save to {path}: the folder {path.parent} does not exist; create it first"
-        )
-    torch.save({"weight": torch.zeros(2, 2), "extra": PrintOnLoad(message)}, path)
+    path = _save_target(path)
+    checkpoint = {"weight": torch.zeros(2, 2), "extra": PrintOnLoad(message)}
+    _write_whole(path, lambda temporary: torch.save(checkpoint, temporary))
     return path

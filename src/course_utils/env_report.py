@@ -100,6 +100,13 @@ def _smallest(values: Iterable[N | None]) -> N | None:
     return min(found) if found else None
 
 
+def _as_path(value: object, name: str) -> Path:
+    """`value` as a Path when it is a str or a Path, else a TypeError that says what to pass."""
+    if not isinstance(value, str | os.PathLike) or str(value) == "":
+        raise TypeError(f"{name} is a folder or file path (a str or Path), not {value!r}")
+    return Path(value)
+
+
 def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CGROUP) -> CgroupLimits:
     """The memory and CPU limits of this process's cgroup (v2, else v1); never raises.
 
@@ -107,9 +114,11 @@ def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_S
     "max", `cpu.max` holds "<quota> <period>" or "max <period>". cgroup v1: the `memory/` and
     `cpu/` hierarchies hold `memory.limit_in_bytes` and `cpu.cfs_quota_us`/`cpu.cfs_period_us`
     (-1: no quota). The arguments exist so that tests can point them at fake files. On macOS and
-    Windows, where these files do not exist, there are no limits to report.
+    Windows, where these files do not exist, there are no limits to report. Only arguments that
+    are not paths raise (TypeError).
     """
-    own = _own_cgroups(proc_self_cgroup)
+    root = _as_path(root, "root")
+    own = _own_cgroups(_as_path(proc_self_cgroup, "proc_self_cgroup"))
     if _read(root / "cgroup.controllers") is not None:
         dirs = _cgroup_dirs(root, own.get(""))
         memory = _smallest([_memory_limit(_read(d / "memory.max"), v1=False) for d in dirs])

@@ -7,6 +7,7 @@ inventory is empty and says why, instead of raising.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -69,6 +70,20 @@ class Inventory:
 UNKNOWN = "unknown"
 
 
+def whole_number(value: object, what: str) -> int:
+    """`value` as an int if it is a whole number of an integer type (numpy's too), else ValueError.
+
+    The one rule for every GPU count and GPU index the course's tools take: `True` or `2.9` is
+    refused, never rounded, so that a slip cannot silently pick other GPUs.
+    """
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[call-overload]
+        except TypeError:
+            pass
+    raise ValueError(f"{what} must be a whole number (an int such as 2), not {value!r}.")
+
+
 def _text(value: str | bytes) -> str:
     """NVML returns bytes in old bindings and str in new ones; always give str."""
     return value.decode() if isinstance(value, bytes) else value
@@ -80,6 +95,10 @@ def explain_nvml_error(err: Exception, doing: str = "start") -> str:
     The default (`doing="start"`) is for `nvmlInit()`; `nvml_inventory` passes what it was
     reading ("count the GPUs", "read GPU 2's memory") for errors that come later.
     """
+    if not isinstance(err, BaseException) or not isinstance(doing, str):
+        raise TypeError(
+            f"pass the exception NVML raised and a str naming the step, not {err!r} and {doing!r}"
+        )
     kind = type(err).__name__
     if "LibraryNotFound" in kind:
         return (
@@ -234,6 +253,10 @@ def smi_table(inventory: Inventory) -> str:
     Unknown values show as "?" (memory) and "n/a" (utilisation); a GPU whose processes NVML
     could not list says "unknown", never "none"; notes on unreadable fields come last.
     """
+    if not isinstance(inventory, Inventory):
+        raise TypeError(
+            f"smi_table shows an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}"
+        )
     if not inventory.gpus:
         why = inventory.reason or "NVML found no NVIDIA GPU."
         return f"No GPU to list. {why}"

@@ -40,6 +40,7 @@ because it is one.
 
 from __future__ import annotations
 
+import reprlib
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -60,11 +61,12 @@ __all__ = [
     "simulated_scatter_kwargs",
 ]
 
+MAX_DEVICES = 1024  # far more GPUs than one DataParallel process can drive; a bigger number is a slip
 SIMULATION_NOTE = "SIMULATION on one device: replicas run one after another, in device order; no GPUs used"
 
 
 def _check_num_devices(num_devices: object) -> int:
-    """Return num_devices if it is a positive int, else raise an error that says what to pass."""
+    """Return num_devices if it is an int from 1 to MAX_DEVICES, else raise an error saying what to pass."""
     if isinstance(num_devices, bool) or not isinstance(num_devices, int):
         raise TypeError(
             f"num_devices must be an int (how many GPUs to simulate), got {type(num_devices).__name__} "
@@ -74,6 +76,11 @@ def _check_num_devices(num_devices: object) -> int:
         raise ValueError(
             f"num_devices must be at least 1 (the number of GPUs to simulate), got {num_devices}; "
             "nn.DataParallel needs at least one device, pass e.g. num_devices=2"
+        )
+    if num_devices > MAX_DEVICES:
+        raise ValueError(
+            f"num_devices={num_devices} is more GPUs than one process can drive (the simulation "
+            f"accepts up to {MAX_DEVICES}, one replica each); pass the number of GPUs of one machine, e.g. 8"
         )
     return num_devices
 
@@ -111,9 +118,10 @@ def _chunk(tensor: torch.Tensor, num_devices: int, dim: int) -> tuple[torch.Tens
     on the input's GPU a view, and copies the others to their GPUs); the values are the same.
     """
     if tensor.dim() == 0:
+        value = f", here {tensor.item()!r}" if tensor.device.type == "cpu" else f" on {tensor.device}"
         raise ValueError(
             "DataParallel scatters every tensor argument along dim, and a 0-dimensional tensor "
-            f"(a scalar, here {tensor.item()!r}) has no dimension to split; pass it as a Python number "
+            f"(a scalar{value}) has no dimension to split; pass it as a Python number "
             "(numbers are copied to every replica) or give it a batch dimension"
         )
     if not -tensor.dim() <= dim < tensor.dim():
@@ -171,6 +179,16 @@ def simulated_scatter_kwargs(
     Positional inputs and keyword arguments are scattered separately, then the shorter list
     is padded (with `()` or `{}`) exactly where `torch.nn.parallel.scatter_kwargs` pads it.
     """
+    if not isinstance(inputs, tuple):
+        raise TypeError(
+            f"inputs is the tuple of positional arguments of the forward call, such as (batch,), "
+            f"not {type(inputs).__name__}"
+        )
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(
+            "kwargs is the dict of keyword arguments of the forward call (or None), "
+            f"not {type(kwargs).__name__}"
+        )
     scattered_inputs = simulated_scatter(inputs, num_devices, dim) if inputs else []
     scattered_kwargs = simulated_scatter(kwargs, num_devices, dim) if kwargs else []
     if len(scattered_inputs) < len(scattered_kwargs):
@@ -199,6 +217,10 @@ def simulated_replicate(network: nn.Module, num_replicas: int, detach: bool = Fa
     Unless `detach`, every replica's parameters are non-leaf tensors whose gradients flow
     back into `network`'s parameters, summed over replicas.
     """
+    if not isinstance(network, nn.Module):
+        raise TypeError(
+            f"simulated_replicate copies an nn.Module, got {type(network).__name__}; pass your model"
+        )
     num_replicas = _check_num_devices(num_replicas)
     params = list(network.parameters())
     param_indices = {param: idx for idx, param in enumerate(params)}
@@ -254,6 +276,17 @@ def simulated_parallel_apply(
     order; here they run one after another, replica 0 first. An error raised in a replica
     carries a note saying which simulated replica it came from.
     """
+    if not isinstance(replicas, Sequence) or not replicas:
+        raise ValueError(
+            "replicas is a non-empty list of modules, as simulated_replicate returns it, "
+            f"not {reprlib.repr(replicas)}"
+        )
+    if not all(isinstance(replica, nn.Module) for replica in replicas):
+        raise TypeError("every replica must be an nn.Module; make them with simulated_replicate(model, n)")
+    if not isinstance(inputs, Sequence) or (kwargs_tup is not None and not isinstance(kwargs_tup, Sequence)):
+        raise TypeError(
+            "inputs (and kwargs_tup) hold one entry per replica, as simulated_scatter_kwargs returns them"
+        )
     if kwargs_tup is None:
         kwargs_tup = [{} for _ in replicas]
     if not len(replicas) == len(inputs) == len(kwargs_tup):
@@ -281,6 +314,11 @@ def simulated_gather(outputs: Sequence[Any], dim: int = 0) -> Any:
     element; `None` stays `None`. The result stays on the outputs' device.
     """
     dim = _check_dim(dim)
+    if isinstance(outputs, str | bytes) or not isinstance(outputs, Sequence) or not outputs:
+        raise ValueError(
+            "outputs is the non-empty list of the replicas' outputs, one per replica, as "
+            f"simulated_parallel_apply returns it; got {reprlib.repr(outputs)}"
+        )
 
     def gather_map(outputs: Sequence[Any]) -> Any:
         out = outputs[0]

@@ -10,12 +10,12 @@ browser test can find them.
 from __future__ import annotations
 
 import html
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import ipywidgets as widgets
 
-from course_utils.gpus import MIB, Inventory, demo_inventory, nvml_inventory
+from course_utils.gpus import MIB, Inventory, demo_inventory, nvml_inventory, whole_number
 from course_utils.visible_devices import (
     choose_by_free_memory,
     mapping_lines,
@@ -34,21 +34,30 @@ _HEAD = "padding:2px 10px;text-align:left;vertical-align:bottom"  # headers may 
 _CELL = "padding:2px 10px;text-align:left;white-space:nowrap"
 
 
+def _check_inventory(inventory: object) -> None:
+    """TypeError unless `inventory` is an Inventory, saying where one comes from."""
+    if not isinstance(inventory, Inventory):
+        raise TypeError(
+            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
+        )
+
+
 def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]:
     """The selection as a list of physical indices, checked against the inventory (ValueError if not).
 
     Each entry must be a whole number (any integer type, numpy's too) naming a GPU of the
     inventory, once.
     """
+    _check_inventory(inventory)
+    if isinstance(selection, str | bytes | AbstractSet | Mapping) or not isinstance(selection, Iterable):
+        raise TypeError(f"the selection is a list of physical GPU numbers such as [3, 6], not {selection!r}.")
     count = len(inventory.gpus)
     valid = f"physical GPUs are numbered 0-{count - 1}" if count else "the inventory has no GPU"
     chosen: list[int] = []
     for item in selection:
         try:
-            if isinstance(item, bool):
-                raise TypeError
-            index = operator.index(item)
-        except TypeError:
+            index = whole_number(item, "a GPU number")
+        except ValueError:
             raise ValueError(
                 f"the selection holds physical GPU numbers (ints), not {item!r}; {valid}."
             ) from None
@@ -62,12 +71,16 @@ def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]
 
 def toggle(selection: Sequence[int], index: int, ticked: bool) -> list[int]:
     """The selection after ticking (appended last) or unticking GPU `index`; order is kept otherwise."""
+    index = whole_number(index, "index, the GPU ticked or unticked,")
+    if not isinstance(ticked, bool):
+        raise TypeError(f"ticked is True (tick) or False (untick), not {ticked!r}.")
     kept = [i for i in selection if i != index]
     return [*kept, index] if ticked else kept
 
 
 def source_label(inventory: Inventory) -> str:
     """What the reader is looking at: the demo fleet (said loudly) or this machine's GPUs via NVML."""
+    _check_inventory(inventory)
     if inventory.source == "demo":
         return DEMO_LABEL
     return f"this machine's GPUs (NVML, driver {inventory.driver_version or '?'})"
@@ -102,6 +115,7 @@ def _bar(fraction: float) -> str:
 
 def inventory_html(inventory: Inventory, selection: Sequence[int] = ()) -> str:
     """The inventory as an HTML table with memory bars; selected rows show their logical id."""
+    selection = check_selection(inventory, selection)
     if not inventory.gpus:
         why = html.escape(inventory.reason or "NVML found no NVIDIA GPU.")
         return f'<div class="gpu-picker-empty">No GPU to list. {why}</div>'
@@ -174,6 +188,11 @@ class GpuPicker:
 
     def __init__(self, inventory: Inventory | None = None) -> None:
         self.note = ""
+        if inventory is not None and not isinstance(inventory, Inventory):
+            raise TypeError(
+                f"GpuPicker shows an Inventory (demo_inventory(), or nothing for this machine's GPUs), "
+                f"not {inventory!r}."
+            )
         if inventory is None:
             inventory = nvml_inventory()
             if not inventory.gpus:
@@ -246,7 +265,7 @@ class GpuPicker:
 
     def pick_most_free(self, n: int) -> None:
         """Select the `n` GPUs with most free memory, freest first (ValueError when n is out of range)."""
-        self.select(choose_by_free_memory(self.inventory, int(n)))
+        self.select(choose_by_free_memory(self.inventory, n))
 
     @property
     def value_string(self) -> str:

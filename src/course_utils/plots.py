@@ -8,6 +8,16 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 
+def _row_counts(sizes: object) -> bool:
+    """Whether `sizes` is a non-empty list of row counts: ints (not bools), none negative."""
+    return (
+        isinstance(sizes, Sequence)
+        and not isinstance(sizes, str)
+        and len(sizes) > 0
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)
+    )
+
+
 def replica_sizes_chart(
     tables: Mapping[int, Sequence[Sequence[int]]], title: str = "Rows per replica, batch by batch"
 ) -> Figure:
@@ -17,14 +27,25 @@ def replica_sizes_chart(
     order (what `SimulatedDataParallel.last_replica_sizes` records). A stack shorter than
     the others shows fewer replicas than GPUs.
     """
-    if not tables:
-        raise ValueError(
-            "tables is empty: pass {num_gpus: [[rows of replica 0, rows of replica 1, ...], ...]}"
-        )
+    shape = "{num_gpus: [[rows of replica 0, rows of replica 1, ...], ...]}"
+    if not isinstance(tables, Mapping) or not tables:
+        raise ValueError(f"tables must be a non-empty dict {shape}, not {tables!r}")
+    if not isinstance(title, str):
+        raise TypeError(f"title is the chart's title, a str, not {title!r}")
     for gpus, batches in tables.items():
-        if not batches or any(not sizes or min(sizes) < 0 for sizes in batches):
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
             raise ValueError(
-                f"tables[{gpus}] needs one non-empty list of row counts per batch, got {batches!r}"
+                f"each key of tables is a GPU count, an int of at least 1, not {gpus!r}; {shape}"
+            )
+        if (
+            isinstance(batches, str)
+            or not isinstance(batches, Sequence)
+            or not batches
+            or not all(_row_counts(sizes) for sizes in batches)
+        ):
+            raise ValueError(
+                f"tables[{gpus}] needs one non-empty list of row counts (ints, at least 0) per batch, "
+                f"got {batches!r}"
             )
     fig, axes = plt.subplots(1, len(tables), figsize=(2.6 * len(tables), 2.6), sharey=True, squeeze=False)
     colours = plt.get_cmap("tab10")

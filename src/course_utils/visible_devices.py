@@ -24,17 +24,17 @@ code this module writes always sets it) or when the ids are UUIDs, which never d
 from __future__ import annotations
 
 import ctypes
-import operator
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.gpus import MIB, Inventory
+from course_utils.gpus import MIB, Inventory, whole_number
 
 VAR = "CUDA_VISIBLE_DEVICES"
 ORDER_VAR = "CUDA_DEVICE_ORDER"
@@ -96,6 +96,19 @@ def _read_indices(value: str, inventory: Inventory) -> list[int]:
     return numbers
 
 
+def _check_value(value: object, inventory: object) -> None:
+    """TypeError unless `value` is what the variable holds (text; None: unset) and `inventory` is one."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(
+            f"CUDA_VISIBLE_DEVICES holds text: pass a str such as '0,4' ('' hides every GPU, None means "
+            f"unset), not {value!r} ({type(value).__name__}); visible_devices_value([0, 4]) writes one."
+        )
+    if not isinstance(inventory, Inventory):
+        raise TypeError(
+            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
+        )
+
+
 def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
     """The physical GPUs CUDA makes visible for `value`, in logical order, read as PyTorch reads it.
 
@@ -127,6 +140,7 @@ def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
     instances, which an inventory of whole GPUs does not describe (PyTorch's NVML count gives
     up on them too): this raises ValueError.
     """
+    _check_value(value, inventory)
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value.startswith("MIG-"):
@@ -185,6 +199,7 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
     unknown indices or UUIDs. A UUID written without "GPU-" (CUDA would read its leading
     digits as an index) or in upper case gets an error that says how to write it.
     """
+    _check_value(value, inventory)
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value == "":
@@ -249,7 +264,16 @@ def logical_to_physical(value: str | None, inventory: Inventory) -> dict[int, in
 
 
 def physical_of(logical: int, value: str | None, inventory: Inventory) -> int:
-    """The physical index behind `cuda:<logical>` for `value`; ValueError when there is no such device."""
+    """The physical index behind `cuda:<logical>` for `value`; ValueError when there is no such device.
+
+    `logical` is the number k of `cuda:k` (an int), `value` the variable's text.
+    """
+    if isinstance(logical, str):
+        raise ValueError(
+            f"logical is the number k of cuda:k, an int: physical_of(0, ...) for cuda:0, not {logical!r}; "
+            "the second argument is the CUDA_VISIBLE_DEVICES text."
+        )
+    logical = whole_number(logical, "logical (the k of cuda:k)")
     mapping = logical_to_physical(value, inventory)
     if logical not in mapping:
         if not mapping:
@@ -283,13 +307,9 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
     `n` may be any integer type (`numpy.int64` too). GPUs whose memory NVML could not read
     (a lost GPU, no permission) are never chosen.
     """
+    _check_value(None, inventory)
+    n = whole_number(n, "n, the number of GPUs to choose,")
     count = len(inventory.gpus)
-    try:
-        if isinstance(n, bool):
-            raise TypeError
-        n = operator.index(n)
-    except TypeError:
-        raise ValueError(f"n must be a whole number of GPUs, not {n!r}.") from None
     if count == 0:
         raise ValueError("the inventory has no GPU to choose from; run on the CPU or use demo_inventory().")
     known = [gpu for gpu in inventory.gpus if gpu.memory_free is not None]
@@ -308,8 +328,27 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
 
 
 def visible_devices_value(indices: Sequence[int]) -> str:
-    """The `CUDA_VISIBLE_DEVICES` value for physical `indices` in logical order: [3, 6] -> "3,6"."""
-    return ",".join(str(int(i)) for i in indices)
+    """The `CUDA_VISIBLE_DEVICES` value for physical `indices` in logical order: [3, 6] -> "3,6".
+
+    Each index is a whole number, at least 0, named once; [] gives "" (no GPU visible).
+    """
+    if isinstance(indices, str | bytes | AbstractSet | Mapping) or not isinstance(indices, Iterable):
+        raise TypeError(
+            f"indices is a list of physical GPU numbers such as [3, 6], not {indices!r}; "
+            "a value that is already text needs no conversion."
+        )
+    numbers: list[int] = []
+    for item in indices:
+        index = whole_number(item, "each GPU index")
+        if index < 0:
+            raise ValueError(
+                f"GPU index {index} in {list(indices)!r} is negative; physical GPUs are numbered from 0 "
+                "(for no GPU at all, pass [])."
+            )
+        if index in numbers:
+            raise ValueError(f"GPU {index} comes twice in {list(indices)!r}; name each GPU once.")
+        numbers.append(index)
+    return ",".join(map(str, numbers))
 
 
 @dataclass(frozen=True)
@@ -456,6 +495,21 @@ def set_visible_devices(
     002's bug). With an inventory the value is checked strictly first (ValueError). Returns
     the previous value (None when it was unset) so that the caller can see what it replaced.
     """
+    if not isinstance(value, str):
+        raise TypeError(
+            f"value is the text to set, such as '0,4' ('' hides every GPU), not {value!r} "
+            f"({type(value).__name__}); visible_devices_value([0, 4]) writes it from a list."
+        )
+    if environ is not None and not isinstance(environ, MutableMapping):
+        raise TypeError(
+            f"environ is a dict-like environment to set the variable in (None: os.environ), not {environ!r}"
+        )
+    if not (cuda_initialized is None or isinstance(cuda_initialized, bool)):
+        raise TypeError(
+            f"cuda_initialized is None (look at this process), True or False, not {cuda_initialized!r}"
+        )
+    if not isinstance(pci_bus_order, bool):
+        raise TypeError(f"pci_bus_order is True or False, not {pci_bus_order!r}")
     env = os.environ if environ is None else environ
     if inventory is not None:
         parse_visible_devices(value, inventory)
