@@ -22,7 +22,6 @@ from course_utils.visible_devices import (
     mapping_lines,
     parse_visible_devices,
     physical_of,
-    run_with_visible_devices,
     script_header,
     set_visible_devices,
     shell_command,
@@ -355,7 +354,7 @@ def test_set_visible_devices_refuses_once_cuda_is_initialised(monkeypatch):
     with pytest.raises(RuntimeError, match="CUDA is already initialised in this process") as err:
         set_visible_devices("3,6", environ=env)
     assert "would silently change nothing" in str(err.value)
-    assert "run_with_visible_devices" in str(err.value)
+    assert "run_python(code, env={'CUDA_VISIBLE_DEVICES': '3,6'})" in str(err.value)
     shell = "in the shell: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,6 python train.py"
     assert shell in str(err.value)
     assert env == {"CUDA_VISIBLE_DEVICES": "0"}  # nothing was changed
@@ -473,27 +472,6 @@ def test_set_visible_devices_refuses_once_the_cuda_driver_started(monkeypatch, m
     assert set_visible_devices("3,6", environ=env, cuda_initialized=False) == "0"  # the caller's word wins
     lib.status = 3  # only loaded (import torch), not started: setting still works
     assert set_visible_devices("1", environ=env) == "3,6"
-
-
-def test_child_process_sees_the_variable(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
-    code = "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
-    assert run_with_visible_devices(code, "0,4") == "'0,4'\n"
-    assert run_with_visible_devices(code, None) == "None\n"
-    assert run_with_visible_devices(code, "") == "''\n"
-    extra = "import os; print(os.environ['CUDA_DEVICE_ORDER'])"
-    order = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert run_with_visible_devices(extra, "1", extra_env=order) == "PCI_BUS_ID\n"
-
-
-def test_child_process_failure_is_reported():
-    with pytest.raises(RuntimeError, match=r"exit status 3\):\nboom"):
-        run_with_visible_devices("import sys; sys.stderr.write('boom'); sys.exit(3)", "0")
-
-
-def test_child_process_timeout_is_reported():
-    with pytest.raises(RuntimeError, match=r"did not finish within 0\.5 s"):
-        run_with_visible_devices("import time; time.sleep(5)", "0", timeout=0.5)
 
 
 def test_module_constants():

@@ -12,8 +12,8 @@ print. This module
 - maps logical ids to physical GPUs of an inventory (`logical_to_physical`);
 - chooses the N GPUs with most free memory and writes the value to set;
 - sets the variable only when it still has an effect (`set_visible_devices`, which also asks
-  whether the CUDA driver has started in this process: `cuda_driver_started`), and runs code
-  in a child process whose environment carries the variable (`run_with_visible_devices`).
+  whether the CUDA driver has started in this process: `cuda_driver_started`). To try a value
+  in a child process whose environment carries it, use `course_utils.child_python.run_python`.
 
 Integer entries are CUDA's own device numbers. CUDA numbers devices "fastest first" unless
 `CUDA_DEVICE_ORDER=PCI_BUS_ID`; NVML and nvidia-smi number them in PCI bus order. The
@@ -28,7 +28,6 @@ import operator
 import os
 import re
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -388,7 +387,7 @@ def _already_loaded(path: str) -> ctypes.CDLL:
 
 
 def cuda_driver_started(
-    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] = _already_loaded
+    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] | None = None
 ) -> bool | None:
     """Whether the CUDA driver has started (`cuInit` ran) in this process; None when we cannot tell.
 
@@ -398,7 +397,7 @@ def cuda_driver_started(
     the process's memory map (`/proc/self/maps`) means False; otherwise that same library is
     asked `cuDeviceGetCount`, which answers CUDA_ERROR_NOT_INITIALIZED (3) until `cuInit` ran
     and starts nothing itself. Linux only: elsewhere, or when the map or the library cannot
-    be read, None. `maps` and `load` are for tests.
+    be read, None. `maps` and `load` (what opens the mapped library) are for tests.
 
     One case it cannot see: a start that failed because no GPU was visible (`is_available()`
     returned False with `CUDA_VISIBLE_DEVICES=""`) leaves the driver uninitialised, so this
@@ -410,7 +409,7 @@ def cuda_driver_started(
         return None if path is None else False
     try:
         count = ctypes.c_int(0)
-        status = load(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
+        status = (load or _already_loaded)(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
     except (OSError, AttributeError):
         return None
     return status != _CUDA_ERROR_NOT_INITIALIZED
@@ -425,14 +424,15 @@ TOO_LATE = (
     "CUDA is already initialised in this process, so it has read CUDA_VISIBLE_DEVICES and will "
     "never read it again: setting it now to {value!r} would silently change nothing. Set it before "
     "the first CUDA call (at the top of the script, or in the shell: {command}), or run the work in "
-    "a new process with run_with_visible_devices()."
+    "a new process with run_python(code, env={{'CUDA_VISIBLE_DEVICES': {value!r}}})."
 )
 DRIVER_STARTED = (
     "the CUDA driver has already started in this process (cuInit ran, e.g. in "
     "torch.cuda.is_available(), although torch.cuda.is_initialized() is still False), so it has read "
     "CUDA_VISIBLE_DEVICES and will never read it again: setting it now to {value!r} would silently "
     "change nothing. Set it before the first CUDA call (at the top of the script, or in the shell: "
-    "{command}), or run the work in a new process with run_with_visible_devices()."
+    "{command}), or run the work in a new process with "
+    "run_python(code, env={{'CUDA_VISIBLE_DEVICES': {value!r}}})."
 )
 
 
@@ -472,40 +472,3 @@ def set_visible_devices(
     if pci_bus_order:
         env[ORDER_VAR] = "PCI_BUS_ID"
     return previous
-
-
-def run_with_visible_devices(
-    code: str,
-    value: str | None,
-    *,
-    extra_env: Mapping[str, str] | None = None,
-    timeout: float = 120,
-) -> str:
-    """Run Python `code` in a new process whose environment has `CUDA_VISIBLE_DEVICES=value`; return stdout.
-
-    `value=None` removes the variable from the child's environment (CUDA then sees every GPU).
-    The child is a fresh interpreter (this very Python), so CUDA initialises there after the
-    variable is in place: the reliable way to try a setting from a notebook whose own CUDA may
-    already be running. A child that fails raises RuntimeError carrying its stderr.
-    """
-    env = dict(os.environ)
-    env.pop(VAR, None)
-    if value is not None:
-        env[VAR] = value
-    env.update(extra_env or {})
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"the child process did not finish within {timeout} s") from err
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"the child process failed (exit status {done.returncode}):\n{done.stderr.strip()}"
-        )
-    return done.stdout
