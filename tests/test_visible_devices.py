@@ -476,3 +476,40 @@ def test_set_visible_devices_refuses_once_the_cuda_driver_started(monkeypatch, m
 
 def test_module_constants():
     assert vd.VAR == "CUDA_VISIBLE_DEVICES" and vd.ORDER_VAR == "CUDA_DEVICE_ORDER"
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: parse_visible_devices(0, FLEET), TypeError, r"string such as '0,4'.*not 0; write it as '0'"),
+        (lambda: cuda_semantics(["0"], FLEET), TypeError, "string such as '0,4'"),
+        (lambda: parse_visible_devices("0", None), TypeError, "inventory must be an Inventory"),
+        (lambda: cuda_semantics("0", "fleet"), TypeError, "inventory must be an Inventory"),
+        (lambda: set_visible_devices(0, environ={}, cuda_initialized=False), TypeError, "write it as '0'"),
+        (lambda: set_visible_devices(None, environ={}, cuda_initialized=False), TypeError, "string such as"),
+        (lambda: physical_of("0", "0,1", FLEET), TypeError, "logical must be the k of cuda:k"),
+        (lambda: physical_of(True, "0,1", FLEET), TypeError, "logical must be"),
+        (lambda: physical_of(-1, "0,1", FLEET), ValueError, "there is no cuda:-1"),
+        (lambda: visible_devices_value("12"), TypeError, "list of GPU indices such as"),
+        (lambda: visible_devices_value([-1, 2]), ValueError, "GPU indices start at 0"),
+        (lambda: visible_devices_value([1.7]), TypeError, "whole numbers such as 3, not 1.7"),
+        (lambda: visible_devices_value([True]), TypeError, "whole numbers"),
+        (lambda: visible_devices_value([3, 3]), ValueError, "listed once"),
+        (lambda: visible_devices_value(None), TypeError, "list of GPU indices"),
+        (lambda: script_header(3), TypeError, "write it as '3'"),
+        (lambda: shell_command(None), TypeError, "string such as"),
+        (lambda: shell_command("0", ""), TypeError, "script must be"),
+        (lambda: mapping_lines(b"0", FLEET), TypeError, "string such as"),
+    ],
+)
+def test_wrong_input_is_refused_with_what_to_write(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_set_visible_devices_stores_nothing_it_refuses():
+    env: dict[str, str] = {}
+    with pytest.raises(TypeError):
+        set_visible_devices(0, environ=env, cuda_initialized=False)
+    assert env == {}
+    assert visible_devices_value([]) == "" and visible_devices_value((3, 6)) == "3,6"

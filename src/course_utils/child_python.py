@@ -113,6 +113,8 @@ def last_error_line(stderr: str) -> str | None:
     That is the last line of the traceback that is not indented (frames and source lines are).
     A message that spans several lines gives its first line only.
     """
+    if not isinstance(stderr, str):
+        raise TypeError(f"last_error_line expects the child's stderr as a str, got {type(stderr).__name__}")
     lines = [line for line in stderr.splitlines() if line.strip()]
     if not lines:
         return None

@@ -2,38 +2,32 @@
 
 `torchrun --nproc-per-node=N script.py` starts N copies of a script and tells each one who it
 is through environment variables (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...).
-`launch(fn, nprocs)` does the same for a function, so that notebook 06 can show real process
-groups on the `gloo` backend with no GPU and no terminal. The worker calls
-`dist.init_process_group` itself, exactly as it would under `torchrun`, so the same worker runs
-unchanged under both.
+`launch(fn, nprocs)` does the same for a function, so that notebooks can show real process
+groups on `gloo` with no GPU and no terminal; the worker calls `dist.init_process_group`
+itself, so the same worker runs unchanged under torchrun. What it adds, and why:
 
-What the launcher adds to a bare `multiprocessing` start, and why:
-
-- Results come back: each worker's return value travels to the parent through a pipe and
-  `launch` returns them as a list ordered by rank. A rank that ends with `sys.exit(0)` (or exit
+- Results come back by rank, through a pipe. A rank that ends with `sys.exit(0)` (or exit
   code 0) succeeded, as under torchrun; its result is None.
-- Failure is loud and quick: the parent looks at every rank's pipe and exit code every 0.05 s,
-  so a rank that raises, crashes or is killed makes `launch` raise `WorkerError` within moments,
-  naming the rank, with the worker's message and traceback (chained as the error's cause, so an
-  uncaught error shows it). The other ranks, which may be blocked for ever in a collective
-  waiting for the dead one, are stopped. A death is noticed from the exit code, not from the
-  pipe closing: processes the rank started (DataLoader workers) inherit the pipe and keep it open.
-- Nothing is left behind. Like torchrun's workers, each rank runs in a session (process group)
-  of its own, so that stopping a rank stops what it started too: on success, on error, on
-  timeout and on Ctrl-C alike, every group is stopped as `course_utils.supervision.stop` says
-  (SIGTERM, a grace period, SIGKILL; a second Ctrl-C kills at once). On Linux each rank also
-  asks the kernel to kill it when the launching process dies (PR_SET_PDEATHSIG), so a kernel
-  that is killed outright (out of memory on Binder) leaves no rank behind. A process that a
-  rank moves into a session of its own escapes this, as it would escape torchrun.
+- Failure is loud and quick: every 0.05 s the parent reads every rank's pipe and exit code, so
+  a rank that raises, crashes or is killed makes `launch` raise `WorkerError` within moments,
+  naming the rank, with the worker's message and traceback (chained as the error's cause). The
+  other ranks, maybe blocked for ever in a collective, are stopped. A death is seen from the
+  exit code: processes the rank started (DataLoader workers) inherit its pipe and keep it open.
+- Nothing is left behind: each rank leads a session (process group) of its own, like torchrun's
+  workers, and every group is stopped as `course_utils.supervision.stop` says (SIGTERM, a
+  grace period, SIGKILL; a second Ctrl-C kills at once) on success, error, timeout and Ctrl-C
+  alike. On Linux each rank also dies with the launching process (PR_SET_PDEATHSIG), so a
+  kernel killed outright (out of memory on Binder) leaves no rank behind. A process that a rank
+  moves into a session of its own escapes this, as it would escape torchrun.
 - Only loopback: like torchrun's agent, the launcher hosts the rendezvous TCPStore itself, on a
   socket bound to 127.0.0.1 (a store hosted by rank 0 would listen on every interface), and
-  gloo is told to use the loopback interface (GLOO_SOCKET_IFNAME).
+  gloo uses the loopback interface (GLOO_SOCKET_IFNAME).
 
 Start method: `fork` where it is safe, which also runs functions defined in a notebook (nothing
-is pickled); otherwise `spawn`, whose fresh interpreters must import the worker by name, so a
-worker must then live in an importable .py file. `choose_start_method` says when and why. On
-macOS Python itself defaults to spawn because some system frameworks are not fork-safe; if a
-forked worker hangs or crashes there, put the worker in a .py file and pass `method="spawn"`.
+is pickled); otherwise `spawn`, whose fresh interpreters must import the worker by name from a
+.py file. `choose_start_method` says when and why. On macOS Python defaults to spawn because
+some system frameworks are not fork-safe; if a forked worker hangs or crashes there, put the
+worker in a .py file and pass `method="spawn"`.
 """
 
 from __future__ import annotations
@@ -222,6 +216,8 @@ def torchrun_env(
             raise TypeError(f"{name} must be a whole number (an int such as 2), not {value!r}")
     if world_size < 1:
         raise ValueError(f"world_size must be the number of processes, at least 1, not {world_size}")
+    if not isinstance(master_addr, str) or not master_addr:
+        raise TypeError(f"master_addr must be an address such as {LOOPBACK!r}, not {master_addr!r}")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in 0..{world_size - 1} for world_size={world_size}, not {rank}")
     if not 1 <= master_port <= 65535:
@@ -263,12 +259,8 @@ def _gpu_runtime_initialised() -> bool:
 
 
 def _cuda_driver_started(maps: str | None = None) -> bool:
-    """True when the CUDA driver was initialised in this process (`cuda_driver_started`), for fork's sake.
-
-    A driver library that is mapped but cannot be asked counts as started (forking is then not
-    safe to assume); with no memory map to read (not Linux) there is nothing to go by, and fork
-    stays. `maps` replaces /proc/self/maps, for tests.
-    """
+    """Whether the CUDA driver was started here (`cuda_driver_started`), for fork's sake; a driver
+    that cannot be asked counts as started, no memory map (not Linux) as not. `maps`: for tests."""
     maps = maps or _PROC_MAPS
     started = cuda_driver_started(maps)
     return started if started is not None else os.path.exists(maps)
@@ -343,6 +335,8 @@ def choose_start_method(fn: Callable[..., Any] | None = None, args: Sequence[Any
     asked counts as started; count GPUs before launching with `torch.cuda.device_count()`, which
     asks NVML and leaves the driver alone. Windows has no fork: use a .py worker, or WSL2.
     """
+    if fn is not None:
+        _check_arguments(fn, 1, args, 1.0)
     return _start_method_and_reason(fn, tuple(args))[0]
 
 
@@ -681,7 +675,7 @@ def launch(
     if method == "spawn":
         _check_spawnable(fn, args, why, explicit)
     ctx = mp.get_context(method)
-    base_env = gloo_env()
+    base_env = gloo_env()  # gloo on loopback
     listener = listening_socket(master_port)
     port = listener.getsockname()[1]
     error_folder = tempfile.mkdtemp(prefix="course-launch-")
@@ -694,18 +688,13 @@ def launch(
             parent_end, child_end = ctx.Pipe(duplex=True)
             inboxes.append(_Inbox(parent_end))
             inherited = (listener.fileno(), *(i.conn.fileno() for i in inboxes)) if method == "fork" else ()
-            os.mkdir(os.path.join(error_folder, str(rank)))
-            error_file = os.path.join(error_folder, str(rank), "error.json")
+            os.mkdir(rank_folder := os.path.join(error_folder, str(rank)))
+            env = base_env | torchrun_env(
+                rank, nprocs, port, error_file=os.path.join(rank_folder, "error.json")
+            )
             proc = ctx.Process(
                 target=_bootstrap,
-                args=(
-                    fn,
-                    args,
-                    base_env | torchrun_env(rank, nprocs, port, error_file=error_file),
-                    child_end,
-                    os.getpid(),
-                    inherited,
-                ),
+                args=(fn, args, env, child_end, os.getpid(), inherited),
                 name=f"rank{rank}",
                 daemon=False,  # a daemonic worker could not start DataLoader workers
             )

@@ -37,7 +37,7 @@ class LaunchError(RuntimeError):
 
 
 class _PortValueError(LaunchError, ValueError):
-    """`master_port` is not a port number (a LaunchError, and a ValueError like any bad argument)."""
+    """`master_port` is not a port number: a LaunchError, and a ValueError like any bad argument."""
 
 
 def check_timeout(timeout: object, name: str = "timeout") -> float:
@@ -121,12 +121,9 @@ def stop(
         for pid, running in members():
             signal_group(pid, signal.SIGTERM, running)
         _wait_for(members, time.monotonic() + grace)
-    except KeyboardInterrupt:
+    finally:  # also on a KeyboardInterrupt, which then goes on up
         for pid, running in members():
             signal_group(pid, KILL, running)
-        raise
-    for pid, running in members():
-        signal_group(pid, KILL, running)
 
 
 def _wait_for(members: Callable[[], Iterable[tuple[int, bool]]], deadline: float) -> None:
@@ -171,18 +168,18 @@ def listening_socket(port: int | None, host: str = LOOPBACK) -> socket.socket:
         if err.errno in (errno.EADDRINUSE, errno.EACCES):
             raise LaunchError(
                 f"port {port} on {host} is already in use (or not allowed): another program, or a "
-                "run that was not shut down, holds it. Pass master_port=None to use a free port."
+                "process group that was not shut down, holds it. Pass master_port=None to let the "
+                "launcher pick a free port."
             ) from None
         raise
     return sock
 
 
 def free_port(host: str = LOOPBACK) -> int:
-    """Return a TCP port that is free on `host` now, chosen by the OS (bind to port 0).
+    """Return a TCP port that is free on `host` now, chosen by the OS, for `torchrun --master-port`.
 
-    For commands such as `torchrun --master-port`: another program could take the port before
-    it is used, a race practically never lost on one machine. `launch` needs no such luck: it
-    keeps its port bound from the moment it picks it.
+    Another program could take it before it is used, a race practically never lost on one
+    machine; `launch` avoids even that by keeping its port bound (`listening_socket`).
     """
     if not isinstance(host, str) or not host:
         raise TypeError(f"host must be an address such as {LOOPBACK!r}, not {host!r}")

@@ -49,6 +49,7 @@ from course_utils.supervision import (
     LaunchError,
     alive,
     check_env,
+    check_port,
     check_timeout,
     child_env,
     free_port,
@@ -213,6 +214,8 @@ def strip_paths(text: str) -> str:
     `/home/me/.venv/lib/python3.11/site-packages/torch/distributed/run.py:874` becomes
     `run.py:874`: what matters in an error is the file and line, not where this machine keeps it.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"strip_paths expects a str, got {type(text).__name__}")
 
     def shorten(match: re.Match[str]) -> str:
         token = match.group(0)
@@ -224,10 +227,8 @@ def strip_paths(text: str) -> str:
 
 
 def check_port_free(port: int, host: str = LOOPBACK) -> None:
-    """Raise LaunchError if a program listens on `host:port` (or it may not be used).
-
-    torchrun would fail after seconds with a long traceback; this says it at once.
-    """
+    """Raise LaunchError at once if a program listens on `host:port` (or it may not be used), where
+    torchrun would fail after seconds with a long traceback."""
     if port is None:
         raise ValueError("check_port_free needs a port number from 1 to 65535, not None")
     listening_socket(port, host).close()
@@ -250,6 +251,9 @@ def torchrun_command(
     "--master-addr=127.0.0.1", "--master-port=...", *extra_args, script, *script_args]`.
     """
     _check_arguments(script, script_args, nproc_per_node, nnodes, node_rank, extra_args, module)
+    check_port(master_port)
+    if master_port is None:
+        raise ValueError("torchrun_command needs master_port, a port number from 1 to 65535")
     options = [
         f"--nnodes={nnodes}",
         f"--node-rank={node_rank}",
@@ -288,8 +292,18 @@ def run_torchrun(
         LaunchError: `master_port` is in use.
         ValueError, TypeError, FileNotFoundError: bad arguments.
     """
-    nodes = _run(script, script_args, 1, nproc_per_node, master_port, timeout, check, extra_args, module, env)
-    return nodes[0]
+    return run_nodes(
+        script,
+        script_args,
+        nnodes=1,
+        nproc_per_node=nproc_per_node,
+        master_port=master_port,
+        timeout=timeout,
+        check=check,
+        extra_args=extra_args,
+        module=module,
+        env=env,
+    )[0]
 
 
 def run_nodes(
@@ -302,6 +316,7 @@ def run_nodes(
     timeout: float = 60.0,
     check: bool = True,
     extra_args: Sequence[str] = (),
+    module: str = "torch.distributed.run",
     env: Mapping[str, str | None] | None = None,
 ) -> list[TorchrunResult]:
     """Run one job as `nnodes` "nodes" on this machine: one torchrun per node, all at once.
@@ -309,16 +324,58 @@ def run_nodes(
     Node k runs `torchrun --nnodes=N --node-rank=k --nproc-per-node=P --master-addr=127.0.0.1
     --master-port=PORT script ...`, the command each machine of a real cluster would run, here
     all on loopback. Returns one result per node, in node order. If one node fails, the others
-    (which would wait for it) are stopped, and the failing node's error is raised.
+    (which would wait for it) are stopped, and the failing node's error is raised. The other
+    arguments are those of `run_torchrun`.
 
     Raises: as `run_torchrun`.
     """
     if not _whole(nnodes, 1, 8):
         raise ValueError(f"nnodes must be a whole number from 1 to 8 on one machine, not {nnodes!r}")
-    module = "torch.distributed.run"
-    return _run(
-        script, script_args, nnodes, nproc_per_node, master_port, timeout, check, extra_args, module, env
-    )
+    _check_arguments(script, script_args, nproc_per_node, nnodes, 0, extra_args, module)
+    check_timeout(timeout)
+    check_env(env)
+    if not Path(script).is_file():
+        raise FileNotFoundError(
+            f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
+        )
+    if master_port is None:
+        master_port = free_port(LOOPBACK)
+    else:
+        check_port_free(master_port)
+    commands = [
+        torchrun_command(
+            script,
+            script_args,
+            nproc_per_node=nproc_per_node,
+            nnodes=nnodes,
+            node_rank=node,
+            master_port=master_port,
+            extra_args=extra_args,
+            module=module,
+        )
+        for node in range(nnodes)
+    ]
+    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
+        child_env = _child_env(env, folder)
+        returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
+    results = [
+        TorchrunResult(
+            args=tuple(c[3:]),
+            module=module,
+            master_port=master_port,
+            returncode=code,
+            stdout=out,
+            stderr=strip_paths(err),
+        )
+        for c, code, (out, err) in zip(commands, returncodes, outputs, strict=True)
+    ]
+    if timed_out is not None:
+        stuck = results[timed_out]
+        raise TorchrunTimeoutError(strip_paths(stuck.shell()), timeout, stuck.stderr)
+    if check and first_failed is not None:
+        failed = results[first_failed]
+        raise TorchrunError(strip_paths(failed.shell()), failed.returncode, failed.stderr, first_failed)
+    return results
 
 
 def _whole(value: object, low: int, high: int) -> bool:
@@ -359,70 +416,9 @@ def _check_arguments(
         raise ValueError(f"module must be one of {', '.join(MODULES)}, not {module!r}")
 
 
-def _run(
-    script: str | os.PathLike[str],
-    script_args: Sequence[str],
-    nnodes: int,
-    nproc_per_node: int,
-    master_port: int | None,
-    timeout: float,
-    check: bool,
-    extra_args: Sequence[str],
-    module: str,
-    env: Mapping[str, str | None] | None,
-) -> list[TorchrunResult]:
-    """Check the arguments, start one torchrun per node, wait, stop everything, report."""
-    commands = [
-        torchrun_command(
-            script,
-            script_args,
-            nproc_per_node=nproc_per_node,
-            nnodes=nnodes,
-            node_rank=node,
-            master_port=0,  # a stand-in, to validate the arguments before choosing a port
-            extra_args=extra_args,
-            module=module,
-        )
-        for node in range(nnodes)
-    ]
-    check_timeout(timeout)
-    check_env(env)
-    if not Path(script).is_file():
-        raise FileNotFoundError(
-            f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
-        )
-    if master_port is None:
-        master_port = free_port(LOOPBACK)
-    else:
-        check_port_free(master_port)
-    commands = [[a.replace("--master-port=0", f"--master-port={master_port}") for a in c] for c in commands]
-    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
-        child_env = _child_env(env, folder)
-        returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
-    results = [
-        TorchrunResult(
-            args=tuple(c[3:]),
-            module=module,
-            master_port=master_port,
-            returncode=code,
-            stdout=out,
-            stderr=strip_paths(err),
-        )
-        for c, code, (out, err) in zip(commands, returncodes, outputs, strict=True)
-    ]
-    if timed_out is not None:
-        stuck = results[timed_out]
-        raise TorchrunTimeoutError(strip_paths(stuck.shell()), timeout, stuck.stderr)
-    if check and first_failed is not None:
-        failed = results[first_failed]
-        raise TorchrunError(strip_paths(failed.shell()), failed.returncode, failed.stderr, first_failed)
-    return results
-
-
 def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str, str]:
-    """The environment for torchrun: this one, loopback for gloo, temporary files in `folder`,
-    then `extra` on top (a None value removes that variable)."""
-    # TMPDIR: torchrun's log folder and error files, removed with `folder`.
+    """The environment for torchrun: this one, gloo on loopback, temporary files (its log folder,
+    the workers' error files) in `folder`, then `extra` on top (None removes a variable)."""
     return child_env({**gloo_env(), "TMPDIR": folder, **(extra or {})})
 
 
@@ -507,12 +503,8 @@ def _remember_descendants(processes: Sequence[subprocess.Popen], known: dict[int
 
 
 def _stop(processes: Sequence[subprocess.Popen[bytes]], known: dict[int, psutil.Process]) -> None:
-    """Stop every command and every process it started, group by group: SIGTERM, a grace period,
-    SIGKILL (at once on a second Ctrl-C); torchrun passes SIGTERM on to its workers.
-
-    Processes that outlive their torchrun (a worker's own children in sessions of their own)
-    are known from `_remember_descendants`, and stopped the same way.
-    """
+    """Stop every command and every process it started (`supervision.stop`); torchrun passes SIGTERM
+    on to its workers, and what outlives it is known from `_remember_descendants`."""
 
     def members() -> list[tuple[int, bool]]:
         _remember_descendants(processes, known)

@@ -29,7 +29,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,31 @@ def _strtoul(entry: str) -> int:
     """The integer an entry starts with, as C's strtoul reads it; -1 when it starts with none."""
     found = _LEADING_INT.match(entry.strip())
     return int(found[0]) if found else -1
+
+
+def _check(value: object, inventory: object = Inventory, *, unset: bool = True) -> None:
+    """Raise TypeError unless `value` is a CUDA_VISIBLE_DEVICES value (a str; None too when `unset`
+    is allowed) and `inventory`, when given, is an Inventory (the class itself stands for "not given")."""
+    if not (isinstance(value, str) or (unset and value is None)):
+        number = isinstance(value, int) and not isinstance(value, bool)
+        written = f"; write it as {str(value)!r}" if number else ""
+        none = " (or None for unset)" if unset else ""
+        raise TypeError(
+            f"a CUDA_VISIBLE_DEVICES value is a string such as '0,4'{none}, not {value!r}{written}"
+        )
+    if inventory is not Inventory and not isinstance(inventory, Inventory):
+        kind = type(inventory).__name__
+        raise TypeError(f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {kind}")
+
+
+def _integer(value: object) -> int | None:
+    """`value` as an int if it is a whole number of an integer type (numpy.int64 too, not bool); else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return None
 
 
 def _uuid_matches(prefix: str, inventory: Inventory) -> list[int]:
@@ -126,6 +151,7 @@ def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
     instances, which an inventory of whole GPUs does not describe (PyTorch's NVML count gives
     up on them too): this raises ValueError.
     """
+    _check(value, inventory)
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value.startswith("MIG-"):
@@ -184,6 +210,7 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
     unknown indices or UUIDs. A UUID written without "GPU-" (CUDA would read its leading
     digits as an index) or in upper case gets an error that says how to write it.
     """
+    _check(value, inventory)
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value == "":
@@ -249,6 +276,8 @@ def logical_to_physical(value: str | None, inventory: Inventory) -> dict[int, in
 
 def physical_of(logical: int, value: str | None, inventory: Inventory) -> int:
     """The physical index behind `cuda:<logical>` for `value`; ValueError when there is no such device."""
+    if isinstance(logical, bool) or not isinstance(logical, int):
+        raise TypeError(f"logical must be the k of cuda:k, an int such as 0, not {logical!r}")
     mapping = logical_to_physical(value, inventory)
     if logical not in mapping:
         if not mapping:
@@ -283,12 +312,9 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
     (a lost GPU, no permission) are never chosen.
     """
     count = len(inventory.gpus)
-    try:
-        if isinstance(n, bool):
-            raise TypeError
-        n = operator.index(n)
-    except TypeError:
-        raise ValueError(f"n must be a whole number of GPUs, not {n!r}.") from None
+    if _integer(n) is None:
+        raise ValueError(f"n must be a whole number of GPUs, not {n!r}.")
+    n = operator.index(n)
     if count == 0:
         raise ValueError("the inventory has no GPU to choose from; run on the CPU or use demo_inventory().")
     known = [gpu for gpu in inventory.gpus if gpu.memory_free is not None]
@@ -308,7 +334,22 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
 
 def visible_devices_value(indices: Sequence[int]) -> str:
     """The `CUDA_VISIBLE_DEVICES` value for physical `indices` in logical order: [3, 6] -> "3,6"."""
-    return ",".join(str(int(i)) for i in indices)
+    if isinstance(indices, str | bytes) or not isinstance(indices, Iterable):
+        raise TypeError(f"indices must be a list of GPU indices such as [3, 6], not {indices!r}")
+    indices = list(indices)
+    for index in indices:
+        number = _integer(index)
+        if number is None:
+            raise TypeError(f"GPU indices are whole numbers such as 3, not {index!r} (in {indices!r})")
+        if number < 0:
+            raise ValueError(
+                f"GPU indices start at 0, so {number} is none; to hide every GPU use [] (the value '')"
+            )
+    if len(set(indices)) != len(indices):
+        raise ValueError(
+            f"each GPU may be listed once (CUDA does not accept a repeat), not {list(indices)!r}"
+        )
+    return ",".join(str(operator.index(i)) for i in indices)
 
 
 @dataclass(frozen=True)
@@ -349,6 +390,7 @@ def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
 
 def script_header(value: str) -> str:
     """The lines to put at the very top of a script, before `import torch`, to select GPUs `value`."""
+    _check(value, unset=False)
     return "\n".join(
         [
             "import os",
@@ -417,6 +459,9 @@ def cuda_driver_started(
 
 def shell_command(value: str, script: str = "train.py") -> str:
     """The shell line that runs `script` with GPUs `value`, numbered as nvidia-smi numbers them."""
+    _check(value, unset=False)
+    if not isinstance(script, str) or not script:
+        raise TypeError(f"script must be the script's file name, such as 'train.py', not {script!r}")
     return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={shlex.quote(value)} python {script}"
 
 
@@ -457,6 +502,7 @@ def set_visible_devices(
     the previous value (None when it was unset) so that the caller can see what it replaced.
     """
     env = os.environ if environ is None else environ
+    _check(value, unset=False)
     if inventory is not None:
         parse_visible_devices(value, inventory)
     command = shell_command(value)
