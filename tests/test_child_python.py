@@ -224,3 +224,8 @@ def test_bad_environments_say_what_to_pass(kwargs, error, match):
 def test_bad_arguments_for_the_child_say_what_to_pass(arg):
     with pytest.raises(TypeError, match="args must be strings, paths or whole numbers"):
         run_python("print(1)", arg)
+
+
+def test_last_error_line_needs_text():
+    with pytest.raises(TypeError, match="stderr as a str"):
+        last_error_line(b"Traceback")

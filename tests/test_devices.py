@@ -75,3 +75,9 @@ def test_aten_ops_returns_what_ran_and_needs_a_function():
     assert aten_ops(lambda: torch.ones(3) * 2) == ["aten.ones", "aten.mul"]
     with pytest.raises(TypeError, match="needs a function to call"):
         aten_ops(torch.zeros(2))
+
+
+@pytest.mark.parametrize("device", [None, 0.5, ["cuda"]])
+def test_pin_memory_needs_a_device(device):
+    with pytest.raises(TypeError, match=r"device must be a torch\.device or a string"):
+        use_pin_memory(device)

@@ -386,3 +386,14 @@ def test_run_nodes_refuses_what_it_cannot_use(script, kwargs, error, match):
 def test_check_port_free_needs_a_port_number(port):
     with pytest.raises(ValueError, match="1 to 65535"):
         check_port_free(port)
+
+
+@pytest.mark.parametrize("port", [None, 0, "29500", 70000, True])
+def test_a_command_needs_a_port_number(port):
+    with pytest.raises(ValueError, match="master_port"):
+        torchrun_command("w.py", master_port=port)
+
+
+def test_strip_paths_needs_text():
+    with pytest.raises(TypeError, match="strip_paths expects a str"):
+        strip_paths(b"/a/b")

@@ -48,6 +48,8 @@ def use_pin_memory(device: torch.device | str) -> bool:
     turns pinning off. So: True for an accelerator device other than MPS, when an accelerator
     is present.
     """
+    if not isinstance(device, torch.device | str):
+        raise TypeError(f"device must be a torch.device or a string such as 'cuda:0', not {device!r}")
     device = torch.device(device)
     if device.type in ("cpu", "meta", "mps"):
         return False
