@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -82,12 +82,24 @@ def peak_mib(samples: Sequence[Sample], start: float, end: float) -> float:
     return max((rss for t, rss in samples if start <= t <= end), default=0) / 2**20
 
 
+def notebook_budget(path: Path) -> float:
+    """A notebook's own time budget in seconds: `metadata.course.budget_s`, at most the hard limit."""
+    course = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("course", {})
+    return min(float(course.get("budget_s", NOTEBOOK_BUDGET_S)), NOTEBOOK_BUDGET_S)
+
+
 def budget_report(
-    names: Sequence[str], spans: Sequence[dict], samples: Sequence[Sample], suite_s: float, status: int
+    names: Sequence[str],
+    spans: Sequence[dict],
+    samples: Sequence[Sample],
+    suite_s: float,
+    status: int,
+    budgets: Mapping[str, float] | None = None,
 ) -> tuple[list[str], list[str]]:
     """The table of the run and the list of budgets exceeded (empty when all were kept).
 
     `names` are the notebooks asked for; one without a span did not run (a collection error, say).
+    `budgets` gives a notebook's own time budget (`notebook_budget`); the hard limit otherwise.
     """
     by_name = {span["notebook"]: span for span in spans}
     lines = [f"{'notebook':40} {'seconds':>8} {'peak MiB':>9}  result"]
@@ -105,8 +117,9 @@ def budget_report(
         if span["failed"]:
             failures.append(f"{name} failed under nbval")
             explained = True
-        if seconds > NOTEBOOK_BUDGET_S:
-            failures.append(f"{name} took {seconds:.1f} s (budget {NOTEBOOK_BUDGET_S:.0f} s)")
+        budget = (budgets or {}).get(name, NOTEBOOK_BUDGET_S)
+        if seconds > budget:
+            failures.append(f"{name} took {seconds:.1f} s (budget {budget:.0f} s)")
         if peak > MEMORY_BUDGET_MIB:
             failures.append(f"{name} peaked at {peak:.0f} MiB (budget {MEMORY_BUDGET_MIB:.0f} MiB)")
     lines.append(f"{'suite (one nbval run, start-up included)':40} {suite_s:8.1f}")
@@ -127,7 +140,8 @@ def main(argv: list[str]) -> int:
         return 2
     print(f"Running {len(notebooks)} notebook(s) in one nbval process ...", flush=True)
     suite_s, status, spans, samples = run_suite(notebooks)
-    lines, failures = budget_report([nb.name for nb in notebooks], spans, samples, suite_s, status)
+    budgets = {nb.name: notebook_budget(nb) for nb in notebooks}
+    lines, failures = budget_report([nb.name for nb in notebooks], spans, samples, suite_s, status, budgets)
     print("\n".join(lines))
     for failure in failures:
         print("OVER BUDGET:" if "budget" in failure else "FAILED:", failure)

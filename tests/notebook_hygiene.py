@@ -124,7 +124,48 @@ def notebook_problems(nb: dict, name: str, readme: str) -> list[str]:
         )
     if name not in readme_notebook_table(readme):
         problems.append("not listed in README.md's notebook table")
+    return problems + course_metadata_problems(nb)
+
+
+# metadata.course of every notebook: key -> (what is valid, check). Documented in CONTRIBUTING.md.
+HARD_BUDGET_S = 20
+COURSE_KEYS = {
+    "starts_processes": ("true or false", lambda v: isinstance(v, bool)),
+    "uses_gpus": ('"none", "1+" or "2+"', lambda v: v in ("none", "1+", "2+")),
+    "budget_s": (
+        f"whole seconds from 1 to {HARD_BUDGET_S}",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= HARD_BUDGET_S,
+    ),
+    "reads_device_variables": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
+def course_metadata_problems(nb: dict) -> list[str]:
+    """What is missing or invalid in the notebook's `metadata.course` block (see COURSE_KEYS)."""
+    course = nb.get("metadata", {}).get("course")
+    if not isinstance(course, dict):
+        return [f"no metadata.course block with the keys {', '.join(COURSE_KEYS)}"]
+    problems = (
+        [f"metadata.course has unknown keys {sorted(set(course) - set(COURSE_KEYS))}"]
+        if set(course) - set(COURSE_KEYS)
+        else []
+    )
+    for key, (valid, ok) in COURSE_KEYS.items():
+        if key not in course:
+            problems.append(f"metadata.course has no {key!r} ({valid})")
+        elif not ok(course[key]):
+            problems.append(f"metadata.course.{key} is {course[key]!r}, not {valid}")
     return problems
+
+
+def notebooks_where(key: str, root: Path = ROOT) -> list[str]:
+    """The notebooks (as notebooks/NN_x.ipynb) whose metadata.course[key] is true, in order."""
+    paths = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return [
+        f"notebooks/{p.name}"
+        for p in paths
+        if json.loads(p.read_text(encoding="utf-8")).get("metadata", {}).get("course", {}).get(key) is True
+    ]
 
 
 TABLE_ROW = re.compile(r"^\|\s*`?(?P<name>\d\d_[\w-]+\.ipynb)`?\s*\|")
@@ -160,4 +201,66 @@ def readme_order_problems(names: list[str], readme: str) -> list[str]:
     unknown = [n for n in listed if n not in names]
     if unknown:
         problems.append(f"README's table lists {unknown}, which do not exist")
+    return problems
+
+
+HELPER_IMPORT = re.compile(r"^\s*(?:from|import)\s+course_utils\.(?P<module>[\w.]+)", re.MULTILINE)
+HELPER_ROW = re.compile(
+    r"^\|\s*`(?P<name>\d\d_[\w-]+\.ipynb)`\s*\|(?P<modules>[^|]*)\|(?P<tests>[^|]*)\|\s*$"
+)
+HELPERS_HEADING = "## Which helpers each notebook uses"
+
+
+def helper_modules(nb: dict) -> list[str]:
+    """The `course_utils` modules a notebook's code cells import, sorted (`exercises.x` for exercises)."""
+    found = {
+        match["module"]
+        for cell in nb.get("cells", [])
+        if cell.get("cell_type") == "code"
+        for match in HELPER_IMPORT.finditer(_source(cell))
+    }
+    return sorted(found)
+
+
+def helper_test_file(module: str) -> str:
+    """The unit-test file of a `course_utils` module: `tests/test_<module, dots as underscores>.py`."""
+    return f"tests/test_{module.replace('.', '_')}.py"
+
+
+def helper_row(name: str, modules: list[str]) -> str:
+    """The CONTRIBUTING table row for notebook `name` and the modules it imports."""
+    helpers = ", ".join(f"`{m}`" for m in modules)
+    tests = ", ".join(f"`{helper_test_file(m)}`" for m in modules)
+    return f"| `{name}` | {helpers} | {tests} |"
+
+
+def helper_table(contributing: str) -> dict[str, tuple[list[str], list[str]]]:
+    """The rows of CONTRIBUTING's helper table: notebook -> (modules, test files), as written."""
+    rows: dict[str, tuple[list[str], list[str]]] = {}
+    for line in contributing.split(HELPERS_HEADING, 1)[-1].splitlines():
+        row = HELPER_ROW.match(line.strip())
+        if row:
+            modules, tests = (re.findall(r"`([^`]+)`", row[part]) for part in ("modules", "tests"))
+            rows[row["name"]] = (modules, tests)
+    return rows
+
+
+def helper_table_problems(notebooks: dict[str, dict], contributing: str, root: Path = ROOT) -> list[str]:
+    """Where CONTRIBUTING's notebook -> helpers -> tests table disagrees with the notebooks' imports.
+
+    The expected rows are derived from the notebooks present; each problem gives the row to write.
+    """
+    if HELPERS_HEADING not in contributing:
+        return [f"CONTRIBUTING.md has no section {HELPERS_HEADING!r}"]
+    table = helper_table(contributing)
+    problems = []
+    for name, nb in sorted(notebooks.items()):
+        modules = helper_modules(nb)
+        expected = (modules, [helper_test_file(m) for m in modules])
+        if table.get(name) != expected:
+            problems.append(f"{name}: the table should say {helper_row(name, modules)}")
+        problems += [f"{name}: {test} does not exist" for test in expected[1] if not (root / test).is_file()]
+    problems += [
+        f"the table lists {name}, which does not exist" for name in sorted(set(table) - set(notebooks))
+    ]
     return problems

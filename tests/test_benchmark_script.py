@@ -8,7 +8,14 @@ import subprocess
 import sys
 
 import pytest
-from benchmark import MEMORY_BUDGET_MIB, NOTEBOOK_BUDGET_S, SUITE_BUDGET_S, budget_report, peak_mib
+from benchmark import (
+    MEMORY_BUDGET_MIB,
+    NOTEBOOK_BUDGET_S,
+    SUITE_BUDGET_S,
+    budget_report,
+    notebook_budget,
+    peak_mib,
+)
 from notebook_hygiene import ROOT
 from notebook_spans import SPANS_ENV
 
@@ -44,6 +51,20 @@ def test_each_budget_that_is_exceeded_is_named():
         f"01_b.ipynb peaked at {MEMORY_BUDGET_MIB + 1:.0f} MiB (budget {MEMORY_BUDGET_MIB:.0f} MiB)",
         f"the suite took {SUITE_BUDGET_S + 1:.1f} s (budget {SUITE_BUDGET_S:.0f} s)",
     ]
+
+
+def test_each_notebook_is_held_to_its_own_budget(tmp_path):
+    spans = [span("00_a.ipynb", 0.0, 9.0), span("01_b.ipynb", 10.0, 19.0)]
+    budgets = {"00_a.ipynb": 8.0}  # 01_b has none of its own: the hard limit applies
+    _, failures = budget_report(["00_a.ipynb", "01_b.ipynb"], spans, [], 20.0, 0, budgets)
+    assert failures == ["00_a.ipynb took 9.0 s (budget 8 s)"]
+    notebook = tmp_path / "00_a.ipynb"
+    notebook.write_text(json.dumps({"metadata": {"course": {"budget_s": 12}}, "cells": []}))
+    assert notebook_budget(notebook) == 12.0
+    notebook.write_text(json.dumps({"metadata": {"course": {"budget_s": 300}}, "cells": []}))
+    assert notebook_budget(notebook) == NOTEBOOK_BUDGET_S  # never above the hard limit
+    for real in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        assert 0 < notebook_budget(real) <= NOTEBOOK_BUDGET_S
 
 
 def test_failed_missing_and_unexplained_runs_are_reported():

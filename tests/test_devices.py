@@ -1,4 +1,4 @@
-"""The device helpers: best device, devices of a module, a Python that sees no GPU."""
+"""The device helpers: best device, devices of a module, where operations run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from course_utils.devices import (
     aten_ops,
     best_device,
     module_devices,
-    run_python_without_gpus,
     use_pin_memory,
 )
 
@@ -51,25 +50,6 @@ def test_module_devices_rejects_what_is_not_a_module():
         module_devices(torch.ones(1))
 
 
-def test_child_python_sees_no_gpu_and_gets_its_arguments():
-    code = (
-        "import os, sys, torch; "
-        "print(repr(os.environ['CUDA_VISIBLE_DEVICES']), torch.cuda.is_available(), sys.argv[1:])"
-    )
-    assert run_python_without_gpus(code, "a", 2) == "'' False ['a', '2']\n"
-
-
-def test_child_python_failure_raises_with_its_stderr():
-    with pytest.raises(RuntimeError, match=r"(?s)status 3.*boom"):
-        run_python_without_gpus("import sys; sys.stderr.write('boom'); sys.exit(3)")
-
-
-@pytest.mark.parametrize("code", ["", "   ", None])
-def test_child_python_needs_code(code):
-    with pytest.raises(ValueError, match="non-empty string"):
-        run_python_without_gpus(code)
-
-
 def test_pin_memory_only_for_accelerators_that_support_it(monkeypatch):
     for device in ("cpu", "meta", "mps", torch.device("mps", 0)):
         assert use_pin_memory(device) is False
@@ -95,3 +75,9 @@ def test_aten_ops_returns_what_ran_and_needs_a_function():
     assert aten_ops(lambda: torch.ones(3) * 2) == ["aten.ones", "aten.mul"]
     with pytest.raises(TypeError, match="needs a function to call"):
         aten_ops(torch.zeros(2))
+
+
+@pytest.mark.parametrize("device", [None, 0.5, ["cuda"]])
+def test_pin_memory_needs_a_device(device):
+    with pytest.raises(TypeError, match=r"device must be a torch\.device or a string"):
+        use_pin_memory(device)

@@ -25,9 +25,9 @@ from fake_libcuda import FakeLibcuda
 from processes import SESSION_VARIABLE, _marked, is_gone, left_behind, wait_until_gone
 from torch.utils.data import DataLoader
 
-from course_utils import launcher
+from course_utils import launcher, visible_devices
 from course_utils.launcher import (
-    MASTER_ADDR,
+    LOOPBACK,
     LaunchError,
     LaunchTimeoutError,
     RemoteTraceback,
@@ -141,12 +141,12 @@ def test_a_real_gloo_process_group_reduces():
 def test_only_loopback_is_listened_on():
     assert loopback_interface() is not None
     for addresses in launch(listening_addresses, 2, timeout=20):
-        assert addresses and set(addresses) == {MASTER_ADDR}
+        assert addresses and set(addresses) == {LOOPBACK}
 
 
 def test_explicit_free_port_is_used():
     with socket.socket() as probe:
-        probe.bind((MASTER_ADDR, 0))
+        probe.bind((LOOPBACK, 0))
         port = probe.getsockname()[1]
     envs = launch(report_env, 1, timeout=10, master_port=port)
     assert envs[0]["MASTER_PORT"] == str(port)
@@ -154,7 +154,7 @@ def test_explicit_free_port_is_used():
 
 def test_a_taken_port_is_a_clear_error():
     with socket.socket() as busy:
-        busy.bind((MASTER_ADDR, 0))
+        busy.bind((LOOPBACK, 0))
         busy.listen()
         port = busy.getsockname()[1]
         with pytest.raises(LaunchError, match=f"port {port} on 127.0.0.1 is already in use"):
@@ -202,7 +202,19 @@ def test_an_unpicklable_result_is_a_clear_error():
         launch(returns_a_lock, 1, timeout=10)
 
 
-def test_ctrl_c_in_the_parent_stops_every_rank():
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here, however the suite was started.
+
+    A shell starts a background job (`pytest ... &`) with SIGINT ignored, and Python then
+    installs no KeyboardInterrupt handler; a notebook kernel always has one.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_in_the_parent_stops_every_rank(ctrl_c_raises):
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     start = time.monotonic()
@@ -212,6 +224,113 @@ def test_ctrl_c_in_the_parent_stops_every_rank():
     finally:
         timer.cancel()
     assert time.monotonic() - start < 5
+
+
+LAUNCHES_RANKS_THAT_IGNORE_SIGTERM = """
+import os, signal, sys, time
+from course_utils import supervision
+from course_utils.launcher import launch
+
+def stubborn(folder):
+    def note_sigterm(signum, frame):  # like a worker that saves a checkpoint on SIGTERM, and goes on
+        open(os.path.join(folder, os.environ["RANK"] + ".sigterm"), "w").close()
+    signal.signal(signal.SIGTERM, note_sigterm)
+    path = os.path.join(folder, os.environ["RANK"] + ".pid")
+    with open(path + ".part", "w") as file:
+        file.write(str(os.getpid()))
+    os.replace(path + ".part", path)
+    while True:
+        time.sleep(0.05)
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a kernel, also in a background job
+    supervision.GRACE_SECONDS = 600.0  # so that only the second Ctrl-C can end the ranks in time
+    try:
+        launch(stubborn, 2, args=(sys.argv[1],), timeout=300)
+    except KeyboardInterrupt:
+        print("interrupted")
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT to another process: POSIX")
+def test_a_second_ctrl_c_kills_ranks_that_ignore_sigterm(tmp_path):
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHES_RANKS_THAT_IGNORE_SIGTERM)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        _wait_for_files(tmp_path, "*.pid", 2, parent)
+        ranks = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+        parent.send_signal(signal.SIGINT)  # the first Ctrl-C: SIGTERM to the ranks, which go on
+        _wait_for_files(tmp_path, "*.sigterm", 2, parent)
+        assert not any(is_gone(pid) for pid in ranks)
+        parent.send_signal(signal.SIGINT)  # the second: SIGKILL at once, not after 600 s
+        out, _ = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+        parent.wait(10)
+    assert out == "interrupted\n"
+    assert wait_until_gone(ranks, timeout=10) == []
+
+
+def _wait_for_files(folder: Path, pattern: str, count: int, parent: subprocess.Popen) -> None:
+    """Wait (up to 60 s) until `count` files match `pattern` in `folder`, while `parent` runs."""
+    deadline = time.monotonic() + 60
+    while len(list(folder.glob(pattern))) < count:
+        assert parent.poll() is None, "the launching script ended early"
+        assert time.monotonic() < deadline, f"no {count} {pattern} files in 60 s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e15, float("nan"), -1, 0])
+def test_a_timeout_out_of_range_says_what_to_pass(timeout):
+    with pytest.raises(ValueError, match=r"timeout must be a positive number of seconds, at most 604800"):
+        launch(report_env, 2, timeout=timeout)
+
+
+def test_a_timeout_that_is_no_number_says_what_to_pass():
+    with pytest.raises(TypeError, match="timeout must be a number of seconds, such as 60, not '60'"):
+        launch(report_env, 2, timeout="60")
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((0, 0, 29500), ValueError, r"world_size must be the number of processes, at least 1, not 0"),
+        ((0, -3, 29500), ValueError, "at least 1"),
+        (("0", 2, 29500), TypeError, r"rank must be a whole number \(an int such as 2\), not '0'"),
+        ((0, 2.0, 29500), TypeError, "world_size must be a whole number"),
+        ((0, 2, "29500"), TypeError, "master_port must be a whole number"),
+        ((0, True, 29500), TypeError, "world_size must be a whole number"),
+        ((2, 2, 29500), ValueError, r"rank must be in 0\.\.1 for world_size=2, not 2"),
+        ((-1, 2, 29500), ValueError, r"rank must be in 0\.\.1"),
+        ((0, 2, 0), ValueError, "master_port must be a port number from 1 to 65535"),
+        ((0, 2, 70000), ValueError, "master_port must be a port number"),
+    ],
+)
+def test_torchrun_env_refuses_what_it_cannot_use(args, error, match):
+    with pytest.raises(error, match=match):
+        torchrun_env(*args)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"master_port": "29500"}, ValueError, "master_port must be an int from 1 to 65535"),
+        ({"master_port": 0}, LaunchError, "master_port must be an int"),
+        ({"master_port": True}, LaunchError, "master_port must be an int"),
+        ({"args": None}, TypeError, "args must be a tuple"),
+        ({"method": ""}, ValueError, "method must be"),
+    ],
+)
+def test_more_bad_arguments_say_what_to_pass(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        launch(report_env, 2, **kwargs)
+
+
+@pytest.mark.parametrize("host", ["", None, 127])
+def test_free_port_needs_an_address(host):
+    with pytest.raises(TypeError, match="host must be an address"):
+        free_port(host)
 
 
 @pytest.mark.parametrize(
@@ -274,7 +393,7 @@ def test_launch_from_a_process_with_threads():
 def test_free_port_can_be_bound():
     port = free_port()
     with socket.socket() as sock:
-        sock.bind((MASTER_ADDR, port))
+        sock.bind((LOOPBACK, port))
 
 
 # --- Each rank in a group of its own: what it starts is stopped with it ---------------------------
@@ -537,9 +656,9 @@ def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
     # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
     assert choose_start_method(notebook_function()) == "fork"
     # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
-    monkeypatch.setattr(launcher, "_load_cuda_driver", FakeLibcuda(0))
+    monkeypatch.setattr(visible_devices, "_already_loaded", FakeLibcuda(0))
     assert choose_start_method() == "spawn"
-    monkeypatch.setattr(launcher, "_load_cuda_driver", FakeLibcuda(3))
+    monkeypatch.setattr(visible_devices, "_already_loaded", FakeLibcuda(3))
     assert choose_start_method() == "fork"  # CUDA builds load the driver at `import torch`
 
 

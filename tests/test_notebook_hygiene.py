@@ -6,7 +6,16 @@ import copy
 import json
 
 import pytest
-from notebook_hygiene import ROOT, notebook_problems, readme_notebook_table, readme_order_problems
+from notebook_hygiene import (
+    ROOT,
+    course_metadata_problems,
+    helper_row,
+    helper_table_problems,
+    notebook_problems,
+    notebooks_where,
+    readme_notebook_table,
+    readme_order_problems,
+)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -35,7 +44,9 @@ TABLE = "| notebook | what |\n|---|---|\n| `99_test.ipynb` | testing |\n"
 
 def good_notebook() -> dict:
     title = "# 99 · Test\n\n## What you will learn\n- x\n\n## What you need\nNothing but a CPU.\n"
+    course = {"starts_processes": False, "uses_gpus": "none", "budget_s": 12, "reads_device_variables": False}
     return {
+        "metadata": {"course": course},
         "cells": [
             {"cell_type": "markdown", "source": title, "metadata": {}},
             {
@@ -58,7 +69,7 @@ def good_notebook() -> dict:
                 "outputs": [{"output_type": "execute_result", "data": {"text/plain": "3"}}],
             },
             {"cell_type": "markdown", "source": "## Summary\n## Exercises", "metadata": {}},
-        ]
+        ],
     }
 
 
@@ -221,3 +232,67 @@ def test_readme_order_is_read_from_the_table_not_from_first_mentions():
     invented = ["README's table lists ['01_b.ipynb'], which do not exist"]
     assert readme_order_problems(["00_a.ipynb"], table) == invented
     assert "no notebook table" in readme_order_problems(["00_a.ipynb"], "00_a.ipynb")[0]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"budget_s": 0}, "metadata.course.budget_s is 0, not whole seconds from 1 to 20"),
+        ({"budget_s": 25}, "budget_s is 25"),
+        ({"budget_s": 12.5}, "budget_s is 12.5"),
+        ({"starts_processes": "yes"}, "starts_processes is 'yes', not true or false"),
+        ({"uses_gpus": 2}, 'uses_gpus is 2, not "none", "1+" or "2+"'),
+        ({"reads_device_variables": None}, "reads_device_variables is None"),
+        ({"budget": 12}, "unknown keys ['budget']"),
+    ],
+)
+def test_checker_catches_bad_course_metadata(change, problem):
+    def edit(nb):
+        nb["metadata"]["course"].update(change)
+
+    assert any(problem in p for p in broken(edit))
+
+
+def test_checker_wants_every_course_key():
+    nb = good_notebook()
+    del nb["metadata"]["course"]["uses_gpus"]
+    assert course_metadata_problems(nb) == ['metadata.course has no \'uses_gpus\' ("none", "1+" or "2+")']
+    assert "no metadata.course block" in course_metadata_problems({"metadata": {}})[0]
+
+
+def test_odd_env_notebooks_come_from_the_metadata():
+    names = notebooks_where("reads_device_variables")
+    assert names and all(p.startswith("notebooks/") and (ROOT / p).is_file() for p in names)
+    for path in NOTEBOOKS:
+        course = json.loads(path.read_text(encoding="utf-8"))["metadata"]["course"]
+        assert (f"notebooks/{path.name}" in names) is course["reads_device_variables"]
+
+
+CONTRIBUTING = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+
+
+def test_contributing_maps_each_notebook_to_its_helpers_and_their_tests():
+    notebooks = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in NOTEBOOKS}
+    assert helper_table_problems(notebooks, CONTRIBUTING) == []
+
+
+def test_the_helper_map_checker_catches_stale_rows(tmp_path):
+    nb = {"cells": [{"cell_type": "code", "source": "from course_utils.devices import best_device\n"}]}
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_devices.py").write_text("")
+    heading = "## Which helpers each notebook uses\n| notebook | helpers | tests |\n|---|---|---|\n"
+    right = heading + helper_row("99_x.ipynb", ["devices"]) + "\n"
+    assert helper_table_problems({"99_x.ipynb": nb}, right, tmp_path) == []
+    stale = heading + "| `99_x.ipynb` | `gpus` | `tests/test_gpus.py` |\n"
+    assert helper_table_problems({"99_x.ipynb": nb}, stale, tmp_path) == [
+        "99_x.ipynb: the table should say | `99_x.ipynb` | `devices` | `tests/test_devices.py` |"
+    ]
+    gone = right + helper_row("98_gone.ipynb", ["devices"]) + "\n"
+    assert helper_table_problems({"99_x.ipynb": nb}, gone, tmp_path) == [
+        "the table lists 98_gone.ipynb, which does not exist"
+    ]
+    (tmp_path / "tests" / "test_devices.py").unlink()
+    assert helper_table_problems({"99_x.ipynb": nb}, right, tmp_path) == [
+        "99_x.ipynb: tests/test_devices.py does not exist"
+    ]
+    assert "no section" in helper_table_problems({}, "# nothing", tmp_path)[0]

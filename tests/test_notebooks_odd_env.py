@@ -1,4 +1,6 @@
-"""The notebooks about devices (00, 01, 04) still pass nbval with odd device variables set.
+"""The notebooks that read device variables still pass nbval with odd device variables set.
+
+Which notebooks: those whose `metadata.course.reads_device_variables` is true (00, 01, 04).
 
 What this checks, on any machine: with `CUDA_VISIBLE_DEVICES` set to garbage or to the empty
 string (and `CUDA_DEVICE_ORDER=PCI_BUS_ID`), no cell of these notebooks crashes, writes to stderr,
@@ -21,13 +23,9 @@ import subprocess
 import sys
 
 import pytest
-from notebook_hygiene import ROOT
+from notebook_hygiene import ROOT, notebooks_where
 
-NOTEBOOKS = [
-    "notebooks/00_start_here.ipynb",
-    "notebooks/01_device_queries.ipynb",
-    "notebooks/04_choosing_gpus.ipynb",
-]
+NOTEBOOKS = notebooks_where("reads_device_variables")
 
 
 @pytest.mark.parametrize(
@@ -37,6 +35,7 @@ NOTEBOOKS = [
 )
 def test_notebooks_pass_with_odd_device_variables(visible):
     """Nothing crashes or prints differently; on a CPU-only build the GPUs were never there (see above)."""
+    assert NOTEBOOKS, "no notebook's metadata.course says reads_device_variables: true"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *NOTEBOOKS],

@@ -340,3 +340,60 @@ def test_the_error_shows_the_workers_lines_not_torchruns_report():
     busy = TorchrunError("torchrun w.py", 1, "EADDRINUSE\n")
     assert "master_port=None" in str(busy)
     assert json.dumps(err.worker_lines)  # plain strings
+
+
+def test_the_error_states_the_workers_own_exit_code(script):
+    """torchrun itself exits with 1 when a worker fails; the worker's code (here 3) is what tells why."""
+    with pytest.raises(
+        TorchrunError, match=r"exited with code 1 because a worker exited with code 3\."
+    ) as err:
+        run_torchrun(script("exits_3.py", "import os\nos._exit(3)\n"), timeout=60)
+    assert err.value.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ([("X", "1")], r"env must be a mapping such as \{'OMP_NUM_THREADS': '1'\}.*not list"),
+        ("X=1", "env must be a mapping"),
+        ({3: "1"}, "variable names"),
+    ],
+)
+def test_an_env_that_is_no_mapping_of_str_says_what_to_pass(script, env, match):
+    with pytest.raises(TypeError, match=match):
+        run_torchrun(script("report.py", REPORT), env=env)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"timeout": float("inf")}, ValueError, "at most 604800"),
+        ({"timeout": 1e15}, ValueError, "at most 604800"),
+        ({"timeout": float("nan")}, ValueError, "not nan"),
+        ({"timeout": -5}, ValueError, "positive number of seconds"),
+        ({"timeout": "60"}, TypeError, "number of seconds, such as 60"),
+        ({"nnodes": 0}, ValueError, "nnodes must be a whole number from 1 to 8"),
+        ({"nnodes": 100}, ValueError, "nnodes must be a whole number from 1 to 8"),
+        ({"master_port": -1}, ValueError, "master_port must be an int from 1 to 65535"),
+    ],
+)
+def test_run_nodes_refuses_what_it_cannot_use(script, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        run_nodes(script("report.py", REPORT), **kwargs)
+
+
+@pytest.mark.parametrize("port", [None, 0, "29500", 1.5])
+def test_check_port_free_needs_a_port_number(port):
+    with pytest.raises(ValueError, match="1 to 65535"):
+        check_port_free(port)
+
+
+@pytest.mark.parametrize("port", [None, 0, "29500", 70000, True])
+def test_a_command_needs_a_port_number(port):
+    with pytest.raises(ValueError, match="master_port"):
+        torchrun_command("w.py", master_port=port)
+
+
+def test_strip_paths_needs_text():
+    with pytest.raises(TypeError, match="strip_paths expects a str"):
+        strip_paths(b"/a/b")

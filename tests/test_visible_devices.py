@@ -22,7 +22,6 @@ from course_utils.visible_devices import (
     mapping_lines,
     parse_visible_devices,
     physical_of,
-    run_with_visible_devices,
     script_header,
     set_visible_devices,
     shell_command,
@@ -425,7 +424,7 @@ def test_set_visible_devices_refuses_once_cuda_is_initialised(monkeypatch):
     with pytest.raises(RuntimeError, match="CUDA is already initialised in this process") as err:
         set_visible_devices("3,6", environ=env)
     assert "would silently change nothing" in str(err.value)
-    assert "run_with_visible_devices" in str(err.value)
+    assert "run_python(code, env={'CUDA_VISIBLE_DEVICES': '3,6'})" in str(err.value)
     shell = "in the shell: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,6 python train.py"
     assert shell in str(err.value)
     assert env == {"CUDA_VISIBLE_DEVICES": "0"}  # nothing was changed
@@ -545,27 +544,6 @@ def test_set_visible_devices_refuses_once_the_cuda_driver_started(monkeypatch, m
     assert set_visible_devices("1", environ=env) == "3,6"
 
 
-def test_child_process_sees_the_variable(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
-    code = "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
-    assert run_with_visible_devices(code, "0,4") == "'0,4'\n"
-    assert run_with_visible_devices(code, None) == "None\n"
-    assert run_with_visible_devices(code, "") == "''\n"
-    extra = "import os; print(os.environ['CUDA_DEVICE_ORDER'])"
-    order = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    assert run_with_visible_devices(extra, "1", extra_env=order) == "PCI_BUS_ID\n"
-
-
-def test_child_process_failure_is_reported():
-    with pytest.raises(RuntimeError, match=r"exit status 3\):\nboom"):
-        run_with_visible_devices("import sys; sys.stderr.write('boom'); sys.exit(3)", "0")
-
-
-def test_child_process_timeout_is_reported():
-    with pytest.raises(RuntimeError, match=r"did not finish within 0\.5 s"):
-        run_with_visible_devices("import time; time.sleep(5)", "0", timeout=0.5)
-
-
 def test_module_constants():
     assert vd.VAR == "CUDA_VISIBLE_DEVICES" and vd.ORDER_VAR == "CUDA_DEVICE_ORDER"
 
@@ -577,3 +555,29 @@ def test_set_visible_devices_refuses_an_environment_or_flags_it_cannot_use():
         set_visible_devices("0", environ={}, cuda_initialized="no")
     with pytest.raises(TypeError, match="pci_bus_order is True or False"):
         set_visible_devices("0", environ={}, cuda_initialized=False, pci_bus_order=None)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: cuda_semantics(["0"], FLEET), TypeError, "str such as '0,4'"),
+        (lambda: parse_visible_devices("0", None), TypeError, "inventory must be an Inventory"),
+        (lambda: cuda_semantics("0", "fleet"), TypeError, "inventory must be an Inventory"),
+        (lambda: physical_of(-1, "0,1", FLEET), ValueError, "there is no cuda:-1"),
+        (lambda: script_header(3), TypeError, "write it as '3'"),
+        (lambda: shell_command(None), TypeError, "str such as"),
+        (lambda: shell_command("0", ""), TypeError, "script must be"),
+        (lambda: mapping_lines(b"0", FLEET), TypeError, "str such as"),
+    ],
+)
+def test_wrong_input_is_refused_with_what_to_write(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_set_visible_devices_stores_nothing_it_refuses():
+    env: dict[str, str] = {}
+    with pytest.raises(TypeError):
+        set_visible_devices(0, environ=env, cuda_initialized=False)
+    assert env == {}
+    assert visible_devices_value([]) == "" and visible_devices_value((3, 6)) == "3,6"

@@ -1,4 +1,4 @@
-"""Devices: the best one this machine has, where a model lives, and a Python without GPUs.
+"""Devices: the best one this machine has, where a model lives, and how to hide GPUs from a child.
 
 Used by notebooks 02 and 03. The lessons' own calls (`x.to(device)`, `model.to(device)`,
 `torch.accelerator.synchronize()`) stay in the notebook cells; this module holds what is
@@ -13,18 +13,16 @@ notebooks show the rule with the ones that do.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# Variables that hide GPUs from a child process. CUDA (and ROCm, which PyTorch also drives
-# through torch.cuda) read CUDA_VISIBLE_DEVICES; an empty value means "no GPU at all".
+# Variables that hide GPUs from a child process (`run_python(code, env=HIDE_GPUS)`): there
+# `torch.cuda.is_available()` is False, as on a CPU-only machine, whatever this machine has.
+# CUDA (and ROCm, which PyTorch also drives through torch.cuda) read CUDA_VISIBLE_DEVICES; an
+# empty value means "no GPU at all".
 HIDE_GPUS = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
 
 
@@ -50,6 +48,8 @@ def use_pin_memory(device: torch.device | str) -> bool:
     turns pinning off. So: True for an accelerator device other than MPS, when an accelerator
     is present.
     """
+    if not isinstance(device, torch.device | str):
+        raise TypeError(f"device must be a torch.device or a string such as 'cuda:0', not {device!r}")
     device = torch.device(device)
     if device.type in ("cpu", "meta", "mps"):
         return False
@@ -101,30 +101,3 @@ def module_devices(module: nn.Module) -> set[torch.device]:
         raise TypeError(f"module_devices expects an nn.Module, got {type(module).__name__}")
     tensors = [*module.parameters(), *module.buffers()]
     return {t.device for t in tensors}
-
-
-def run_python_without_gpus(code: str, *args: str | Path, timeout: float = 120) -> str:
-    """Run `code` in a fresh Python process that sees no GPU, and return what it printed.
-
-    With `CUDA_VISIBLE_DEVICES=""` the child's `torch.cuda.is_available()` is False, exactly
-    as on a CPU-only machine, whatever this machine has: the course uses it to show errors
-    that only CPU-only machines raise, with the same output everywhere. Extra arguments
-    arrive in the child's `sys.argv[1:]` (pass file paths there, so they are never printed).
-    Raises RuntimeError with the child's stderr when the child fails.
-    """
-    if not isinstance(code, str) or not code.strip():
-        raise ValueError("run_python_without_gpus needs the Python code to run, as a non-empty string")
-    env = {**os.environ, **HIDE_GPUS}
-    result = subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"the child Python exited with status {result.returncode}; its stderr:\n{result.stderr}"
-        )
-    return result.stdout

@@ -2,71 +2,44 @@
 
 `torchrun --nproc-per-node=N script.py` starts N copies of a script and tells each one who it
 is through environment variables (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...).
-`launch(fn, nprocs)` does the same for a function, so that notebook 06 can show real process
-groups on the `gloo` backend with no GPU and no terminal. The worker calls
-`dist.init_process_group` itself, exactly as it would under `torchrun`, so the same worker runs
-unchanged under both.
+`launch(fn, nprocs)` does the same for a function, so that notebooks can show real process
+groups on `gloo` with no GPU and no terminal; the worker calls `dist.init_process_group`
+itself, so the same worker runs unchanged under torchrun. What it adds, and why:
 
-What the launcher adds to a bare `multiprocessing` start, and why:
-
-- Results come back: each worker's return value travels to the parent through a pipe and
-  `launch` returns them as a list ordered by rank. A rank that ends with `sys.exit(0)` (or exit
+- Results come back by rank, through a pipe. A rank that ends with `sys.exit(0)` (or exit
   code 0) succeeded, as under torchrun; its result is None.
-- Failure is loud and quick: the parent looks at every rank's pipe and exit code every 0.1 s,
-  so a rank that raises, crashes or is killed makes `launch` raise `WorkerError` within moments,
-  naming the rank, with the worker's message and traceback (chained as the error's cause, so an
-  uncaught error shows it). The other ranks, which may be blocked for ever in a collective
-  waiting for the dead one, are stopped. A death is noticed from the exit code, not from the
-  pipe closing: processes the rank started (DataLoader workers) inherit the pipe and keep it open.
-- Nothing is left behind. Like torchrun's workers, each rank runs in a session (process group)
-  of its own, so that stopping a rank stops what it started too: every group gets SIGTERM, then
-  SIGKILL after a grace period, on success, on error, on timeout and on Ctrl-C (a kernel
-  interrupt) alike. On Linux each rank also asks the kernel to kill it when the launching
-  process dies (PR_SET_PDEATHSIG), so a kernel that is killed outright (out of memory on Binder)
-  leaves no rank behind. A process that a rank moves into a session of its own escapes this, as
-  it would escape torchrun.
+- Failure is loud and quick: every 0.05 s the parent reads every rank's pipe and exit code, so
+  a rank that raises, crashes or is killed makes `launch` raise `WorkerError` within moments,
+  naming the rank, with the worker's message and traceback (chained as the error's cause). The
+  other ranks, maybe blocked for ever in a collective, are stopped. A death is seen from the
+  exit code: processes the rank started (DataLoader workers) inherit its pipe and keep it open.
+- Nothing is left behind: each rank leads a session (process group) of its own, like torchrun's
+  workers, and every group is stopped as `course_utils.supervision.stop` says (SIGTERM, a
+  grace period, SIGKILL; a second Ctrl-C kills at once) on success, error, timeout and Ctrl-C
+  alike. On Linux each rank also dies with the launching process (PR_SET_PDEATHSIG), so a
+  kernel killed outright (out of memory on Binder) leaves no rank behind. A process that a rank
+  moves into a session of its own escapes this, as it would escape torchrun.
 - Only loopback: like torchrun's agent, the launcher hosts the rendezvous TCPStore itself, on a
   socket bound to 127.0.0.1 (a store hosted by rank 0 would listen on every interface), and
-  gloo is told to use the loopback interface (GLOO_SOCKET_IFNAME), so nothing of this demo
-  listens on the machine's network addresses, and a hostname that does not resolve (common in
-  containers) does not matter.
+  gloo uses the loopback interface (GLOO_SOCKET_IFNAME).
 
-Start method. `fork` is used where it is safe: where the OS has it (Linux, macOS; not Windows)
-and no GPU runtime is started in the parent, since a forked child cannot use its parent's CUDA
-state. Once `torch.cuda.is_initialized()` (or XPU's) is true, the launcher spawns. On Linux it
-also looks at the CUDA driver itself, which can be started while `is_initialized()` stays False:
-`torch.cuda.is_available()` starts it (unless PYTORCH_NVML_BASED_CUDA_CHECK=1), and so does the
-first `backward()` on a machine with a GPU (the autograd engine counts the devices). Loading the
-driver library is not enough to count: CUDA builds of PyTorch load it at `import torch`; the
-launcher asks the loaded driver whether it was initialised (`cuDeviceGetCount` answers
-CUDA_ERROR_NOT_INITIALIZED until `cuInit`), and treats a driver it cannot ask as started. With a
-started driver, every worker that a fresh interpreter can import is spawned; a function defined
-in a notebook cannot be, so it is still forked: it runs as long as it does not use CUDA (a
-forked child that tries gets "CUDA error: initialization error", and the WorkerError says why).
-`torch.cuda.device_count()` asks NVML and leaves the driver alone where NVML works, so it is the
-way to count GPUs before launching.
-
-`fork` also works with functions defined in a notebook, since nothing is pickled. Otherwise
-`spawn` starts fresh interpreters, which must import the function by name: a function defined
-in a notebook lives in `__main__`, which a fresh interpreter cannot import, so `launch` refuses
-it with an error that says what to do. On Windows, which has no fork, that means a worker must
-live in an importable .py file (or the course runs in WSL2). On macOS Python itself defaults to
-spawn because some system frameworks are not fork-safe; if a forked worker hangs or crashes
-there, put the worker in a .py file and pass `method="spawn"`.
+Start method: `fork` where it is safe, which also runs functions defined in a notebook (nothing
+is pickled); otherwise `spawn`, whose fresh interpreters must import the worker by name from a
+.py file. `choose_start_method` says when and why. On macOS Python defaults to spawn because
+some system frameworks are not fork-safe; if a forked worker hangs or crashes there, put the
+worker in a .py file and pass `method="spawn"`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import io
 import multiprocessing as mp
 import os
 import pickle
 import shutil
 import signal
-import socket
 import struct
 import sys
 import tempfile
@@ -79,19 +52,27 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-import psutil
 import torch
 from torch.distributed import TCPStore
 
-from course_utils.visible_devices import _already_loaded as _load_cuda_driver
+from course_utils.supervision import (
+    KILL,
+    LOOPBACK,
+    POLL_SECONDS,
+    LaunchError,
+    check_timeout,
+    free_port,
+    gloo_env,
+    listening_socket,
+    loopback_interface,
+    signal_group,
+    stop,
+)
 from course_utils.visible_devices import cuda_driver_started
 
-MASTER_ADDR = "127.0.0.1"
-GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when stopping ranks
 # After every rank has sent its result, how long the ranks may take to exit by themselves
 # before they are stopped like the others.
 _EXIT_PATIENCE_SECONDS = 1.0
-_POLL_SECONDS = 0.1
 # After the first failure, how long to keep collecting, so that ranks failing at the same
 # moment are all seen and the report does not depend on which message arrived first.
 _FAILURE_WINDOW_SECONDS = 0.25
@@ -107,6 +88,7 @@ _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 __all__ = [
+    "LOOPBACK",
     "LaunchError",
     "LaunchTimeoutError",
     "RemoteTraceback",
@@ -117,10 +99,6 @@ __all__ = [
     "loopback_interface",
     "torchrun_env",
 ]
-
-
-class LaunchError(RuntimeError):
-    """The launch could not start or finish (bad arguments, busy port, a rank that failed)."""
 
 
 class RemoteTraceback(Exception):
@@ -214,63 +192,11 @@ class LaunchTimeoutError(LaunchError):
         )
 
 
-def free_port(host: str = MASTER_ADDR) -> int:
-    """Return a TCP port that is free on `host` now, chosen by the OS (bind to port 0).
-
-    For commands such as `torchrun --master-port`: another program could take the port before
-    it is used, a race practically never lost on one machine. `launch` needs no such luck: it
-    keeps its port bound from the moment it picks it.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _listening_socket(port: int | None, host: str = MASTER_ADDR) -> socket.socket:
-    """A socket listening on host:port (port None: a free port the OS picks) for the TCPStore.
-
-    Binding it here, in the parent, and keeping it until the store takes it over leaves no
-    moment in which another program could take the port. A taken port is a clear LaunchError.
-    """
-    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535):
-        raise LaunchError(f"master_port must be an int from 1 to 65535 (or None to pick one), not {port!r}")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        if os.name != "nt":
-            # Ignore connections lingering in TIME_WAIT from an earlier run, not a live listener.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port or 0))
-        sock.listen(128)
-    except OSError as err:
-        sock.close()
-        if err.errno in (errno.EADDRINUSE, errno.EACCES):
-            raise LaunchError(
-                f"port {port} on {host} is already in use (or not allowed): another program, or a "
-                "process group that was not shut down, holds it. Pass master_port=None to let the "
-                "launcher pick a free port."
-            ) from None
-        raise
-    return sock
-
-
-def loopback_interface() -> str | None:
-    """The name of the network interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS).
-
-    Gloo binds to the address of the machine's hostname unless GLOO_SOCKET_IFNAME names an
-    interface; in containers and sandboxes the hostname may not resolve, or resolve to an
-    address on the network. For processes on one machine, loopback is always right.
-    """
-    for name, addresses in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address == MASTER_ADDR for a in addresses):
-            return name
-    return None
-
-
 def torchrun_env(
     rank: int,
     world_size: int,
     master_port: int,
-    master_addr: str = MASTER_ADDR,
+    master_addr: str = LOOPBACK,
     error_file: str | None = None,
 ) -> dict[str, str]:
     """The environment variables `torchrun --nproc-per-node=world_size` gives the worker `rank`.
@@ -285,8 +211,17 @@ def torchrun_env(
     and removes it afterwards). Not set: TORCHELASTIC_SIGNALS_TO_HANDLE, which torchrun's agent
     sets in its own environment for its own signal handling (the workers merely inherit it).
     """
+    for name, value in (("rank", rank), ("world_size", world_size), ("master_port", master_port)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be a whole number (an int such as 2), not {value!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be the number of processes, at least 1, not {world_size}")
+    if not isinstance(master_addr, str) or not master_addr:
+        raise TypeError(f"master_addr must be an address such as {LOOPBACK!r}, not {master_addr!r}")
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in 0..{world_size - 1}, not {rank}")
+        raise ValueError(f"rank must be in 0..{world_size - 1} for world_size={world_size}, not {rank}")
+    if not 1 <= master_port <= 65535:
+        raise ValueError(f"master_port must be a port number from 1 to 65535, not {master_port}")
     env = {
         "RANK": str(rank),
         "LOCAL_RANK": str(rank),  # one node: the local rank is the global rank
@@ -324,14 +259,10 @@ def _gpu_runtime_initialised() -> bool:
 
 
 def _cuda_driver_started(maps: str | None = None) -> bool:
-    """True when the CUDA driver was initialised in this process (`cuda_driver_started`), for fork's sake.
-
-    A driver library that is mapped but cannot be asked counts as started (forking is then not
-    safe to assume); with no memory map to read (not Linux) there is nothing to go by, and fork
-    stays. `maps` replaces /proc/self/maps, for tests.
-    """
+    """Whether the CUDA driver was started here (`cuda_driver_started`), for fork's sake; a driver
+    that cannot be asked counts as started, no memory map (not Linux) as not. `maps`: for tests."""
     maps = maps or _PROC_MAPS
-    started = cuda_driver_started(maps, load=_load_cuda_driver)
+    started = cuda_driver_started(maps)
     return started if started is not None else os.path.exists(maps)
 
 
@@ -364,11 +295,9 @@ def _notebook_names(fn: Callable[..., Any], args: tuple = ()) -> list[str]:
 
 def _spawnable(fn: Callable[..., Any], args: tuple = ()) -> bool:
     """Whether a spawned interpreter could receive `fn` and `args`: nothing from a notebook, all picklable."""
-    if _notebook_names(fn, args):
-        return False
     try:
-        pickle.dumps((fn, args))
-    except Exception:
+        _check_spawnable(fn, args, "", explicit=False)
+    except LaunchError:
         return False
     return True
 
@@ -402,8 +331,12 @@ def choose_start_method(fn: Callable[..., Any] | None = None, args: Sequence[Any
     defined in a notebook (or given one in `args`) cannot be spawned, so `launch` still forks
     it, which suits the CPU workers of the course; such a worker must not use CUDA, nor
     backward() once the kernel ran one on a GPU machine (if it does, the WorkerError says why
-    it failed). Without `fn`, the answer is for an importable worker.
+    it failed). Without `fn`, the answer is for an importable worker. A driver that cannot be
+    asked counts as started; count GPUs before launching with `torch.cuda.device_count()`, which
+    asks NVML and leaves the driver alone. Windows has no fork: use a .py worker, or WSL2.
     """
+    if fn is not None:
+        _check_arguments(fn, 1, args, 1.0)
     return _start_method_and_reason(fn, tuple(args))[0]
 
 
@@ -534,7 +467,7 @@ def _bootstrap(
         deadline = time.monotonic() + _FAILED_RANK_LINGER_SECONDS
         while time.monotonic() < deadline and os.getppid() == parent_pid:
             with contextlib.suppress(Exception):
-                if conn.poll(_POLL_SECONDS):  # the parent closed its end
+                if conn.poll(POLL_SECONDS):  # the parent closed its end
                     break
         os._exit(1)
     finally:
@@ -588,59 +521,6 @@ class _Inbox:
         return pickle.loads(self._whole)
 
 
-def _signal_group(proc: mp.process.BaseProcess, sig: int) -> None:
-    """Send `sig` to a rank's process group: the rank and every process it started.
-
-    A rank that has not made its group yet (it has just started) gets the signal alone; a
-    group outlives its rank while processes the rank started are alive. Without process groups
-    (Windows) the rank alone is terminated or killed.
-    """
-    if not hasattr(os, "killpg"):
-        if proc.exitcode is None:
-            with contextlib.suppress(OSError):
-                if sig == signal.SIGTERM:
-                    proc.terminate()
-                else:
-                    proc.kill()
-        return
-    try:
-        os.killpg(proc.pid, sig)  # type: ignore[arg-type]
-        return
-    except ProcessLookupError:
-        pass  # no such group: the rank has not called setsid yet, or it and its group are gone
-    except PermissionError:
-        return
-    if proc.exitcode is None:  # still running (not reaped), so its pid is still its own
-        with contextlib.suppress(OSError):
-            os.kill(proc.pid, sig)  # type: ignore[arg-type]
-
-
-def _stop(
-    processes: Sequence[mp.process.BaseProcess], grace: float = GRACE_SECONDS, patience: float = 0.0
-) -> None:
-    """Stop every rank and what it started; join them all.
-
-    Ranks get `patience` seconds to exit by themselves (after sending their results). Then
-    every rank's group gets SIGTERM, and SIGKILL once the ranks have exited or `grace` seconds
-    have passed: SIGKILL goes to every group, also of ranks that exited, since processes they
-    started may have outlived them.
-    """
-    started = [p for p in processes if p.pid is not None]
-    deadline = time.monotonic() + patience
-    for proc in started:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in started:
-        _signal_group(proc, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    for proc in started:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in started:
-        _signal_group(proc, signal.SIGKILL)
-    for proc in started:
-        proc.join()
-        proc.close()
-
-
 def _describe_exit(exitcode: int | None) -> str:
     """How a worker process ended, in words, without a pid."""
     if exitcode is not None and exitcode < 0:
@@ -677,8 +557,7 @@ def _check_arguments(fn: object, nprocs: object, args: object, timeout: object) 
         raise ValueError(f"nprocs must be a whole number of processes, at least 1, not {nprocs!r}")
     if isinstance(args, str | bytes) or not isinstance(args, Sequence):
         raise TypeError(f"args must be a tuple or list of arguments for fn, not {type(args).__name__}")
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    check_timeout(timeout)
 
 
 def _first_failure(failures: dict[int, WorkerError]) -> WorkerError:
@@ -710,7 +589,7 @@ def _collect(
 ) -> list[Any]:
     """Wait for every rank's result; raise shortly after the first failure, or when time runs out.
 
-    Every pass (at most `_POLL_SECONDS` apart) reads what the pipes hold and looks at every
+    Every pass (at most `POLL_SECONDS` apart) reads what the pipes hold and looks at every
     rank's exit code: a rank's death is seen even while processes it started hold its pipe open.
     `cuda_started`: the ranks were forked after CUDA was started here (for a hint).
     """
@@ -728,7 +607,7 @@ def _collect(
             return [results[rank] for rank in range(nprocs)]
         if now >= deadline:
             raise LaunchTimeoutError(pending, nprocs, timeout)
-        wake = min(deadline, report_at or deadline, now + _POLL_SECONDS)
+        wake = min(deadline, report_at or deadline, now + POLL_SECONDS)
         open_pipes = [inboxes[r].conn for r in pending if not inboxes[r].closed]
         if open_pipes:
             wait(open_pipes, timeout=max(0.0, wake - now))
@@ -752,7 +631,7 @@ def _collect(
             elif exitcode is not None:
                 hint = _SPAWN_HINT if method == "spawn" and exitcode == 1 else ""
                 failures[rank] = WorkerError(rank, nprocs, None, _describe_exit(exitcode), hint=hint)
-                _signal_group(proc, signal.SIGKILL)  # what it started is of no use now
+                signal_group(proc.pid, KILL, running=False)  # what it started is of no use now
         if failures and report_at is None:
             report_at = time.monotonic() + _FAILURE_WINDOW_SECONDS
 
@@ -796,13 +675,8 @@ def launch(
     if method == "spawn":
         _check_spawnable(fn, args, why, explicit)
     ctx = mp.get_context(method)
-    base_env: dict[str, str] = {}
-    if "GLOO_SOCKET_IFNAME" not in os.environ:
-        interface = loopback_interface()
-        if interface:
-            base_env["GLOO_SOCKET_IFNAME"] = interface
-
-    listener = _listening_socket(master_port)
+    base_env = gloo_env()  # gloo on loopback
+    listener = listening_socket(master_port)
     port = listener.getsockname()[1]
     error_folder = tempfile.mkdtemp(prefix="course-launch-")
     store: TCPStore | None = None
@@ -814,18 +688,13 @@ def launch(
             parent_end, child_end = ctx.Pipe(duplex=True)
             inboxes.append(_Inbox(parent_end))
             inherited = (listener.fileno(), *(i.conn.fileno() for i in inboxes)) if method == "fork" else ()
-            os.mkdir(os.path.join(error_folder, str(rank)))
-            error_file = os.path.join(error_folder, str(rank), "error.json")
+            os.mkdir(rank_folder := os.path.join(error_folder, str(rank)))
+            env = base_env | torchrun_env(
+                rank, nprocs, port, error_file=os.path.join(rank_folder, "error.json")
+            )
             proc = ctx.Process(
                 target=_bootstrap,
-                args=(
-                    fn,
-                    args,
-                    base_env | torchrun_env(rank, nprocs, port, error_file=error_file),
-                    child_end,
-                    os.getpid(),
-                    inherited,
-                ),
+                args=(fn, args, env, child_end, os.getpid(), inherited),
                 name=f"rank{rank}",
                 daemon=False,  # a daemonic worker could not start DataLoader workers
             )
@@ -841,7 +710,7 @@ def launch(
         # The store, like torchrun's agent store, lives in this process, on the socket bound
         # above; the ranks connect to it in init_process_group and queue until it accepts.
         store = TCPStore(
-            MASTER_ADDR,
+            LOOPBACK,
             port,
             world_size=nprocs,
             is_master=True,
@@ -856,8 +725,17 @@ def launch(
     finally:
         for inbox in inboxes:
             inbox.conn.close()  # a failed rank that waits for this end to close exits by itself
-        _stop(processes, patience=_EXIT_PATIENCE_SECONDS if finished else 0.0)
-        del store  # shuts the store's server down and closes its port
-        if listener.fileno() != -1:
-            listener.close()
-        shutil.rmtree(error_folder, ignore_errors=True)
+        started = [p for p in processes if p.pid is not None]
+        try:  # a second Ctrl-C while stopping kills the ranks at once
+            stop(
+                lambda: [(p.pid, p.exitcode is None) for p in started],
+                patience=_EXIT_PATIENCE_SECONDS if finished else 0.0,
+            )
+        finally:
+            for proc in started:
+                proc.join()
+                proc.close()
+            del store  # shuts the store's server down and closes its port
+            if listener.fileno() != -1:
+                listener.close()
+            shutil.rmtree(error_folder, ignore_errors=True)

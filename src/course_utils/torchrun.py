@@ -9,17 +9,15 @@ safety around the command; the command line itself is torchrun's own and is show
 - The venv's PyTorch: the command is `sys.executable -m torch.distributed.run`, which is what
   the `torchrun` console script runs, with the Python of this kernel (a bare `torchrun` could
   be another installation's on PATH).
-- Loopback only: `--master-addr=127.0.0.1`, so every connection between agents and workers
-  goes over loopback, and gloo is told to use the loopback interface (GLOO_SOCKET_IFNAME).
-  torchrun has no option to restrict where node 0's rendezvous store listens: it accepts
-  connections on its port on every interface, as a multi-node job needs, for as long as the
-  run lasts (seconds here).
-- A free port (`course_utils.launcher.free_port`), or the one you pass if it is free: a
-  port in use is a clear `LaunchError` before anything starts.
-- A timeout, after which every process of the run is stopped; the same happens when the cell
-  is interrupted or raises. Each torchrun starts in its own session; torchrun starts each worker
-  in a session of its own too, so the processes are tracked by parent and stopped group by
-  group, SIGTERM first (torchrun passes it on to its workers), SIGKILL after a grace period.
+- Loopback only: `--master-addr=127.0.0.1`, and gloo on the loopback interface
+  (GLOO_SOCKET_IFNAME). torchrun cannot restrict where node 0's rendezvous store listens: it
+  accepts connections on its port on every interface, as a multi-node job needs, for as long
+  as the run lasts (seconds here).
+- A free port, or the one you pass if it is free: a port in use is a clear `LaunchError`
+  before anything starts.
+- A timeout, after which every process of the run is stopped, as when the cell is interrupted
+  or raises. Each torchrun, and each of its workers, leads a session of its own; they are
+  tracked by parent and stopped group by group (`course_utils.supervision.stop`).
 - A clear error: a run that exits with a non-zero code raises `TorchrunError`, which names the
   command and shows the tail of its stderr with machine paths reduced to file names.
 - Nothing left on disk: torchrun's own temporary files (its log folder, the workers' error
@@ -29,25 +27,36 @@ safety around the command; the command line itself is torchrun's own and is show
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import psutil
 
-from course_utils.launcher import LaunchError, free_port, loopback_interface
+from course_utils.supervision import (
+    GRACE_SECONDS,
+    LOOPBACK,
+    POLL_SECONDS,
+    LaunchError,
+    alive,
+    check_env,
+    check_port,
+    check_timeout,
+    child_env,
+    free_port,
+    gloo_env,
+    listening_socket,
+    stop,
+)
 
 __all__ = [
     "LOOPBACK",
@@ -62,32 +71,15 @@ __all__ = [
     "torchrun_command",
 ]
 
-LOOPBACK = "127.0.0.1"
 # The launchers this module runs, and how each is written on a command line.
 MODULES = {
     "torch.distributed.run": "torchrun",  # the console script `torchrun` runs this module
     "torch.distributed.launch": "python -m torch.distributed.launch",  # deprecated
 }
-GRACE_SECONDS = 3.0  # between SIGTERM and SIGKILL when stopping a run
 TAIL_LINES = 12
-_POLL_SECONDS = 0.05
 # Options that the helpers set themselves, so that a run stays on loopback and on its port.
-_RESERVED = (
-    "--master-addr",
-    "--master_addr",
-    "--master-port",
-    "--master_port",
-    "--rdzv-endpoint",
-    "--rdzv_endpoint",
-    "--rdzv-backend",
-    "--rdzv_backend",
-    "--standalone",
-    "--nnodes",
-    "--node-rank",
-    "--node_rank",
-    "--nproc-per-node",
-    "--nproc_per_node",
-)
+_SET_HERE = "master-addr master-port rdzv-endpoint rdzv-backend standalone nnodes node-rank nproc-per-node"
+_RESERVED = {f"--{n}" for n in _SET_HERE.split()} | {f"--{n.replace('-', '_')}" for n in _SET_HERE.split()}
 # A path: from a token's start ("/", "~/", "./", ".venv/", "C:\\") or one running through
 # site-packages, up to the next space, quote or bracket.
 _PATH_TOKEN = re.compile(
@@ -95,6 +87,7 @@ _PATH_TOKEN = re.compile(
 )
 # torchrun's own lines on stderr: its log records ("E1122 05:22:31.141000 123 api.py:1002] ...").
 _TORCHRUN_LOG = re.compile(r"^[DIWE]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ ")
+_WORKER_EXIT = re.compile(r"\bexitcode\s*:\s*(-?\d+)")
 
 
 class TorchrunError(LaunchError):
@@ -119,8 +112,11 @@ class TorchrunError(LaunchError):
         hint = ""
         if "EADDRINUSE" in stderr or "address already in use" in stderr.lower():
             hint = "\nThe port was taken between choosing it and using it: run it again (master_port=None)."
+        # torchrun reports each failed worker as "exitcode: N" (its own exit code is then 1).
+        codes = ", ".join(dict.fromkeys(_WORKER_EXIT.findall(stderr)))
+        workers = f" because a worker exited with code {codes}" if codes else ""
         super().__init__(
-            f"`{command}` exited with code {returncode}. "
+            f"`{command}` exited with code {returncode}{workers}. "
             f"The last lines the workers wrote to stderr:\n{tail}{hint}"
         )
 
@@ -218,6 +214,8 @@ def strip_paths(text: str) -> str:
     `/home/me/.venv/lib/python3.11/site-packages/torch/distributed/run.py:874` becomes
     `run.py:874`: what matters in an error is the file and line, not where this machine keeps it.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"strip_paths expects a str, got {type(text).__name__}")
 
     def shorten(match: re.Match[str]) -> str:
         token = match.group(0)
@@ -229,26 +227,11 @@ def strip_paths(text: str) -> str:
 
 
 def check_port_free(port: int, host: str = LOOPBACK) -> None:
-    """Raise LaunchError if a program listens on `host:port` (or it may not be used).
-
-    torchrun would fail after seconds with a long traceback; this says it at once.
-    """
-    if not _whole(port, 1, 65535):
-        raise ValueError(f"master_port must be an int from 1 to 65535 (None: a free one), not {port!r}")
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        if os.name != "nt":
-            # Connections of an earlier run lingering in TIME_WAIT do not count: torchrun's store
-            # reuses the address too. Only a live listener (or a forbidden port) fails to bind.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as err:
-            if err.errno in (errno.EADDRINUSE, errno.EACCES):
-                raise LaunchError(
-                    f"port {port} on {host} is already in use (or not allowed): another program, or a "
-                    "run that was not shut down, holds it. Pass master_port=None to use a free port."
-                ) from None
-            raise
+    """Raise LaunchError at once if a program listens on `host:port` (or it may not be used), where
+    torchrun would fail after seconds with a long traceback."""
+    if port is None:
+        raise ValueError("check_port_free needs a port number from 1 to 65535, not None")
+    listening_socket(port, host).close()
 
 
 def torchrun_command(
@@ -268,6 +251,9 @@ def torchrun_command(
     "--master-addr=127.0.0.1", "--master-port=...", *extra_args, script, *script_args]`.
     """
     _check_arguments(script, script_args, nproc_per_node, nnodes, node_rank, extra_args, module)
+    check_port(master_port)
+    if master_port is None:
+        raise ValueError("torchrun_command needs master_port, a port number from 1 to 65535")
     options = [
         f"--nnodes={nnodes}",
         f"--node-rank={node_rank}",
@@ -306,8 +292,18 @@ def run_torchrun(
         LaunchError: `master_port` is in use.
         ValueError, TypeError, FileNotFoundError: bad arguments.
     """
-    nodes = _run(script, script_args, 1, nproc_per_node, master_port, timeout, check, extra_args, module, env)
-    return nodes[0]
+    return run_nodes(
+        script,
+        script_args,
+        nnodes=1,
+        nproc_per_node=nproc_per_node,
+        master_port=master_port,
+        timeout=timeout,
+        check=check,
+        extra_args=extra_args,
+        module=module,
+        env=env,
+    )[0]
 
 
 def run_nodes(
@@ -320,6 +316,7 @@ def run_nodes(
     timeout: float = 60.0,
     check: bool = True,
     extra_args: Sequence[str] = (),
+    module: str = "torch.distributed.run",
     env: Mapping[str, str | None] | None = None,
 ) -> list[TorchrunResult]:
     """Run one job as `nnodes` "nodes" on this machine: one torchrun per node, all at once.
@@ -327,16 +324,58 @@ def run_nodes(
     Node k runs `torchrun --nnodes=N --node-rank=k --nproc-per-node=P --master-addr=127.0.0.1
     --master-port=PORT script ...`, the command each machine of a real cluster would run, here
     all on loopback. Returns one result per node, in node order. If one node fails, the others
-    (which would wait for it) are stopped, and the failing node's error is raised.
+    (which would wait for it) are stopped, and the failing node's error is raised. The other
+    arguments are those of `run_torchrun`.
 
     Raises: as `run_torchrun`.
     """
     if not _whole(nnodes, 1, 8):
         raise ValueError(f"nnodes must be a whole number from 1 to 8 on one machine, not {nnodes!r}")
-    module = "torch.distributed.run"
-    return _run(
-        script, script_args, nnodes, nproc_per_node, master_port, timeout, check, extra_args, module, env
-    )
+    _check_arguments(script, script_args, nproc_per_node, nnodes, 0, extra_args, module)
+    check_timeout(timeout)
+    check_env(env)
+    if not Path(script).is_file():
+        raise FileNotFoundError(
+            f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
+        )
+    if master_port is None:
+        master_port = free_port(LOOPBACK)
+    else:
+        check_port_free(master_port)
+    commands = [
+        torchrun_command(
+            script,
+            script_args,
+            nproc_per_node=nproc_per_node,
+            nnodes=nnodes,
+            node_rank=node,
+            master_port=master_port,
+            extra_args=extra_args,
+            module=module,
+        )
+        for node in range(nnodes)
+    ]
+    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
+        child_env = _child_env(env, folder)
+        returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
+    results = [
+        TorchrunResult(
+            args=tuple(c[3:]),
+            module=module,
+            master_port=master_port,
+            returncode=code,
+            stdout=out,
+            stderr=strip_paths(err),
+        )
+        for c, code, (out, err) in zip(commands, returncodes, outputs, strict=True)
+    ]
+    if timed_out is not None:
+        stuck = results[timed_out]
+        raise TorchrunTimeoutError(strip_paths(stuck.shell()), timeout, stuck.stderr)
+    if check and first_failed is not None:
+        failed = results[first_failed]
+        raise TorchrunError(strip_paths(failed.shell()), failed.returncode, failed.stderr, first_failed)
+    return results
 
 
 def _whole(value: object, low: int, high: int) -> bool:
@@ -377,83 +416,10 @@ def _check_arguments(
         raise ValueError(f"module must be one of {', '.join(MODULES)}, not {module!r}")
 
 
-def _run(
-    script: str | os.PathLike[str],
-    script_args: Sequence[str],
-    nnodes: int,
-    nproc_per_node: int,
-    master_port: int | None,
-    timeout: float,
-    check: bool,
-    extra_args: Sequence[str],
-    module: str,
-    env: Mapping[str, str | None] | None,
-) -> list[TorchrunResult]:
-    """Check the arguments, start one torchrun per node, wait, stop everything, report."""
-    commands = [
-        torchrun_command(
-            script,
-            script_args,
-            nproc_per_node=nproc_per_node,
-            nnodes=nnodes,
-            node_rank=node,
-            master_port=0,  # a stand-in, to validate the arguments before choosing a port
-            extra_args=extra_args,
-            module=module,
-        )
-        for node in range(nnodes)
-    ]
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    if env is not None and not all(isinstance(k, str) and isinstance(v, str | None) for k, v in env.items()):
-        raise TypeError("env must map variable names to strings (to set them) or None (to remove them)")
-    if not Path(script).is_file():
-        raise FileNotFoundError(
-            f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
-        )
-    if master_port is None:
-        master_port = free_port(LOOPBACK)
-    else:
-        check_port_free(master_port)
-    commands = [[a.replace("--master-port=0", f"--master-port={master_port}") for a in c] for c in commands]
-    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
-        child_env = _child_env(env, folder)
-        returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
-    results = [
-        TorchrunResult(
-            args=tuple(c[3:]),
-            module=module,
-            master_port=master_port,
-            returncode=code,
-            stdout=out,
-            stderr=strip_paths(err),
-        )
-        for c, code, (out, err) in zip(commands, returncodes, outputs, strict=True)
-    ]
-    if timed_out is not None:
-        stuck = results[timed_out]
-        raise TorchrunTimeoutError(strip_paths(stuck.shell()), timeout, stuck.stderr)
-    if check and first_failed is not None:
-        failed = results[first_failed]
-        raise TorchrunError(strip_paths(failed.shell()), failed.returncode, failed.stderr, first_failed)
-    return results
-
-
 def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str, str]:
-    """The environment for torchrun: this one, loopback for gloo, temporary files in `folder`,
-    then `extra` on top (a None value removes that variable)."""
-    env = dict(os.environ)
-    if "GLOO_SOCKET_IFNAME" not in env:
-        interface = loopback_interface()
-        if interface:
-            env["GLOO_SOCKET_IFNAME"] = interface
-    env["TMPDIR"] = folder  # torchrun's log folder and error files, removed with `folder`
-    for name, value in (extra or {}).items():
-        if value is None:
-            env.pop(name, None)
-        else:
-            env[name] = value
-    return env
+    """The environment for torchrun: this one, gloo on loopback, temporary files (its log folder,
+    the workers' error files) in `folder`, then `extra` on top (None removes a variable)."""
+    return child_env({**gloo_env(), "TMPDIR": folder, **(extra or {})})
 
 
 def _run_group(
@@ -500,11 +466,7 @@ def _run_group(
                 break
             _pause()
     finally:
-        try:
-            _stop(processes, known)
-        except KeyboardInterrupt:  # a second Ctrl-C while stopping: no grace period, kill now
-            _stop(processes, known, grace=0.0)
-            raise
+        _stop(processes, known)
         outputs: list[tuple[str, str]] = []
         for out, err in files:
             outputs.append((_read(out), _read(err)))
@@ -515,7 +477,7 @@ def _run_group(
 
 def _pause() -> None:
     """Wait a moment between two looks at the running commands."""
-    time.sleep(_POLL_SECONDS)
+    time.sleep(POLL_SECONDS)
 
 
 def _read(file: IO[bytes]) -> str:
@@ -540,67 +502,19 @@ def _remember_descendants(processes: Sequence[subprocess.Popen], known: dict[int
                 known.setdefault(child.pid, child)
 
 
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    """Send `sig` to the process group led by `pid`, or to `pid` alone where there are no groups."""
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        if hasattr(os, "killpg"):
-            pgid = os.getpgid(pid)
-            if pgid != os.getpgrp():  # never our own group
-                os.killpg(pgid, sig)
-                return
-        os.kill(pid, sig)
+def _stop(processes: Sequence[subprocess.Popen[bytes]], known: dict[int, psutil.Process]) -> None:
+    """Stop every command and every process it started (`supervision.stop`); torchrun passes SIGTERM
+    on to its workers, and what outlives it is known from `_remember_descendants`."""
 
+    def members() -> list[tuple[int, bool]]:
+        _remember_descendants(processes, known)
+        commands = [(p.pid, p.poll() is None) for p in processes]
+        started = [(c.pid, True) for c in known.values() if c.pid not in dict(commands) and alive(c)]
+        return commands + started  # only live ones: a dead one's pid may be another process's now
 
-def _stop(
-    processes: Sequence[subprocess.Popen[bytes]],
-    known: dict[int, psutil.Process],
-    grace: float = GRACE_SECONDS,
-) -> None:
-    """Stop every command and every process it started: SIGTERM, up to `grace` s, SIGKILL.
-
-    torchrun answers SIGTERM by stopping its workers; processes that outlive it (a worker's
-    own children in sessions of their own) get SIGTERM next, and whatever remains, SIGKILL.
-    """
-    deadline = time.monotonic() + grace
-    _remember_descendants(processes, known)
-    for proc in processes:
-        if proc.poll() is None:
-            _signal_group(proc.pid, signal.SIGTERM)  # torchrun passes it on to its workers
-    for proc in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(max(0.0, deadline - time.monotonic()))
-    _remember_descendants(processes, known)
-    for child in _living(known.values()):
-        _signal_group(child.pid, signal.SIGTERM)
-    _wait_gone(known.values(), deadline)
-    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
-    for proc in processes:
-        if proc.poll() is None:
-            _signal_group(proc.pid, kill)
-    for child in _living(known.values()):
-        _signal_group(child.pid, kill)
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    for proc in processes:
-        proc.wait()
-    _wait_gone(known.values(), time.monotonic() + GRACE_SECONDS)
-
-
-def _living(processes: Iterable[psutil.Process]) -> list[psutil.Process]:
-    """The processes among `processes` that still run."""
-    return [p for p in processes if _alive(p)]
-
-
-def _wait_gone(processes: Iterable[psutil.Process], deadline: float) -> None:
-    """Wait until none of `processes` runs (a zombie counts as gone), or until `deadline`."""
-    processes = list(processes)
-    while _living(processes) and time.monotonic() < deadline:
-        time.sleep(_POLL_SECONDS)
-
-
-def _alive(proc: psutil.Process) -> bool:
-    """Whether `proc` (the very process, not a later one with its pid) still runs."""
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+        stop(members)
+    finally:
+        for proc in processes:
+            proc.wait()
+        psutil.wait_procs([c for c in known.values() if alive(c)], timeout=GRACE_SECONDS)

@@ -12,8 +12,8 @@ print. This module
 - maps logical ids to physical GPUs of an inventory (`logical_to_physical`);
 - chooses the N GPUs with most free memory and writes the value to set;
 - sets the variable only when it still has an effect (`set_visible_devices`, which also asks
-  whether the CUDA driver has started in this process: `cuda_driver_started`), and runs code
-  in a child process whose environment carries the variable (`run_with_visible_devices`).
+  whether the CUDA driver has started in this process: `cuda_driver_started`). To try a value
+  in a child process whose environment carries it, use `course_utils.child_python.run_python`.
 
 Integer entries are CUDA's own device numbers. CUDA numbers devices "fastest first" unless
 `CUDA_DEVICE_ORDER=PCI_BUS_ID`; NVML and nvidia-smi number them in PCI bus order. The
@@ -27,7 +27,6 @@ import ctypes
 import os
 import re
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -52,6 +51,23 @@ def _strtoul(entry: str) -> int:
     """The integer an entry starts with, as C's strtoul reads it; -1 when it starts with none."""
     found = _LEADING_INT.match(entry.strip())
     return int(found[0]) if found else -1
+
+
+def _check(value: object, inventory: object = Inventory, *, unset: bool = True) -> None:
+    """TypeError unless `value` is what the variable holds (text; None too where `unset` is allowed)
+    and `inventory`, when given, is an Inventory (the class itself stands for "not given")."""
+    if not (isinstance(value, str) or (unset and value is None)):
+        none = ", None means unset" if unset else ""
+        number = isinstance(value, int) and not isinstance(value, bool)
+        written = f"write it as {str(value)!r}" if number else "visible_devices_value([0, 4]) writes one"
+        raise TypeError(
+            f"CUDA_VISIBLE_DEVICES holds text: pass a str such as '0,4' ('' hides every GPU{none}), "
+            f"not {value!r} ({type(value).__name__}); {written}."
+        )
+    if inventory is not Inventory and not isinstance(inventory, Inventory):
+        raise TypeError(
+            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
+        )
 
 
 def _uuid_matches(prefix: str, inventory: Inventory) -> list[int]:
@@ -96,19 +112,6 @@ def _read_indices(value: str, inventory: Inventory) -> list[int]:
     return numbers
 
 
-def _check_value(value: object, inventory: object) -> None:
-    """TypeError unless `value` is what the variable holds (text; None: unset) and `inventory` is one."""
-    if value is not None and not isinstance(value, str):
-        raise TypeError(
-            f"CUDA_VISIBLE_DEVICES holds text: pass a str such as '0,4' ('' hides every GPU, None means "
-            f"unset), not {value!r} ({type(value).__name__}); visible_devices_value([0, 4]) writes one."
-        )
-    if not isinstance(inventory, Inventory):
-        raise TypeError(
-            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
-        )
-
-
 def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
     """The physical GPUs CUDA makes visible for `value`, in logical order, read as PyTorch reads it.
 
@@ -140,7 +143,7 @@ def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
     instances, which an inventory of whole GPUs does not describe (PyTorch's NVML count gives
     up on them too): this raises ValueError.
     """
-    _check_value(value, inventory)
+    _check(value, inventory)
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value.startswith("MIG-"):
@@ -199,7 +202,7 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
     unknown indices or UUIDs. A UUID written without "GPU-" (CUDA would read its leading
     digits as an index) or in upper case gets an error that says how to write it.
     """
-    _check_value(value, inventory)
+    _check(value, inventory)
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value == "":
@@ -307,7 +310,7 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
     `n` may be any integer type (`numpy.int64` too). GPUs whose memory NVML could not read
     (a lost GPU, no permission) are never chosen.
     """
-    _check_value(None, inventory)
+    _check(None, inventory)
     n = whole_number(n, "n, the number of GPUs to choose,")
     count = len(inventory.gpus)
     if count == 0:
@@ -389,6 +392,7 @@ def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
 
 def script_header(value: str) -> str:
     """The lines to put at the very top of a script, before `import torch`, to select GPUs `value`."""
+    _check(value, unset=False)
     return "\n".join(
         [
             "import os",
@@ -427,7 +431,7 @@ def _already_loaded(path: str) -> ctypes.CDLL:
 
 
 def cuda_driver_started(
-    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] = _already_loaded
+    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] | None = None
 ) -> bool | None:
     """Whether the CUDA driver has started (`cuInit` ran) in this process; None when we cannot tell.
 
@@ -437,7 +441,7 @@ def cuda_driver_started(
     the process's memory map (`/proc/self/maps`) means False; otherwise that same library is
     asked `cuDeviceGetCount`, which answers CUDA_ERROR_NOT_INITIALIZED (3) until `cuInit` ran
     and starts nothing itself. Linux only: elsewhere, or when the map or the library cannot
-    be read, None. `maps` and `load` are for tests.
+    be read, None. `maps` and `load` (what opens the mapped library) are for tests.
 
     One case it cannot see: a start that failed because no GPU was visible (`is_available()`
     returned False with `CUDA_VISIBLE_DEVICES=""`) leaves the driver uninitialised, so this
@@ -449,7 +453,7 @@ def cuda_driver_started(
         return None if path is None else False
     try:
         count = ctypes.c_int(0)
-        status = load(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
+        status = (load or _already_loaded)(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
     except (OSError, AttributeError):
         return None
     return status != _CUDA_ERROR_NOT_INITIALIZED
@@ -457,6 +461,9 @@ def cuda_driver_started(
 
 def shell_command(value: str, script: str = "train.py") -> str:
     """The shell line that runs `script` with GPUs `value`, numbered as nvidia-smi numbers them."""
+    _check(value, unset=False)
+    if not isinstance(script, str) or not script:
+        raise TypeError(f"script must be the script's file name, such as 'train.py', not {script!r}")
     return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={shlex.quote(value)} python {script}"
 
 
@@ -464,14 +471,15 @@ TOO_LATE = (
     "CUDA is already initialised in this process, so it has read CUDA_VISIBLE_DEVICES and will "
     "never read it again: setting it now to {value!r} would silently change nothing. Set it before "
     "the first CUDA call (at the top of the script, or in the shell: {command}), or run the work in "
-    "a new process with run_with_visible_devices()."
+    "a new process with run_python(code, env={{'CUDA_VISIBLE_DEVICES': {value!r}}})."
 )
 DRIVER_STARTED = (
     "the CUDA driver has already started in this process (cuInit ran, e.g. in "
     "torch.cuda.is_available(), although torch.cuda.is_initialized() is still False), so it has read "
     "CUDA_VISIBLE_DEVICES and will never read it again: setting it now to {value!r} would silently "
     "change nothing. Set it before the first CUDA call (at the top of the script, or in the shell: "
-    "{command}), or run the work in a new process with run_with_visible_devices()."
+    "{command}), or run the work in a new process with "
+    "run_python(code, env={{'CUDA_VISIBLE_DEVICES': {value!r}}})."
 )
 
 
@@ -526,40 +534,3 @@ def set_visible_devices(
     if pci_bus_order:
         env[ORDER_VAR] = "PCI_BUS_ID"
     return previous
-
-
-def run_with_visible_devices(
-    code: str,
-    value: str | None,
-    *,
-    extra_env: Mapping[str, str] | None = None,
-    timeout: float = 120,
-) -> str:
-    """Run Python `code` in a new process whose environment has `CUDA_VISIBLE_DEVICES=value`; return stdout.
-
-    `value=None` removes the variable from the child's environment (CUDA then sees every GPU).
-    The child is a fresh interpreter (this very Python), so CUDA initialises there after the
-    variable is in place: the reliable way to try a setting from a notebook whose own CUDA may
-    already be running. A child that fails raises RuntimeError carrying its stderr.
-    """
-    env = dict(os.environ)
-    env.pop(VAR, None)
-    if value is not None:
-        env[VAR] = value
-    env.update(extra_env or {})
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as err:
-        raise RuntimeError(f"the child process did not finish within {timeout} s") from err
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"the child process failed (exit status {done.returncode}):\n{done.stderr.strip()}"
-        )
-    return done.stdout

@@ -1,8 +1,9 @@
 """Run a snippet in a fresh Python and read the error it ends with, as a user would see it.
 
-Used by notebook 11 (troubleshooting). Some errors only happen in a *new* process: a script
-that sets an environment variable before anything else, or a spawned worker that must import
-its function by name. `run_python` runs such a snippet in a fresh interpreter (this very
+Used by notebooks 03, 04 and 11 for every child-Python demonstration. Some behaviours only show
+in a *new* process: a machine without GPUs (an environment that hides them), a script that sets
+an environment variable before anything else, a spawned worker that must import its function
+by name. `run_python` runs such a snippet in a fresh interpreter (this very
 Python, with this process's environment plus the changes asked for) and returns what it
 printed and, when it failed, the last line of its traceback: the `ExceptionType: message`
 line a user reads at the bottom of a crash, with this machine's paths replaced by
@@ -25,7 +26,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ChildRun", "last_error_line", "run_python", "scrub_paths", "shorten_builtin_modules"]
+from course_utils.supervision import KILL, check_timeout, child_env, signal_group
+
+__all__ = [
+    "ChildPythonError",
+    "ChildRun",
+    "last_error_line",
+    "run_python",
+    "scrub_paths",
+    "shorten_builtin_modules",
+]
 
 # How Python shows a module that has no file, such as the __main__ of `python -c`: after its
 # name comes its loader, `(built-in)` up to 3.11, `(<class '_frozen_importlib.BuiltinImporter'>)`
@@ -103,6 +113,8 @@ def last_error_line(stderr: str) -> str | None:
     That is the last line of the traceback that is not indented (frames and source lines are).
     A message that spans several lines gives its first line only.
     """
+    if not isinstance(stderr, str):
+        raise TypeError(f"last_error_line expects the child's stderr as a str, got {type(stderr).__name__}")
     lines = [line for line in stderr.splitlines() if line.strip()]
     if not lines:
         return None
@@ -115,57 +127,67 @@ def last_error_line(stderr: str) -> str | None:
     return after_frames[0] if after_frames else None
 
 
+class ChildPythonError(RuntimeError):
+    """A child Python ran past its timeout (and was killed), or failed where success was required."""
+
+
 def run_python(
     code: str,
-    *,
+    *args: str | os.PathLike[str] | int,
     env: Mapping[str, str | None] | None = None,
     stdin: bytes = b"",
     timeout: float = 60.0,
+    check: bool = False,
 ) -> ChildRun:
     """Run `code` with this Python in a new process; return its status, stdout and final error.
 
-    `env` changes the child's environment on top of this process's: a string sets a variable,
-    None removes it (`{"CUDA_VISIBLE_DEVICES": None}` runs the child as if it had never been
-    set). `stdin` is fed to the child's standard input. A child that fails is not an error
-    here: its last traceback line is in `.error`, with paths scrubbed and built-in modules
-    written the same way on every Python version (`shorten_builtin_modules`). A child that
-    runs longer than `timeout` seconds is killed and RuntimeError is raised.
+    `args` arrive in the child's `sys.argv[1:]` (pass file paths there, so they are never
+    printed). `env` changes the child's environment on top of this process's: a string sets a
+    variable, None removes it (`{"CUDA_VISIBLE_DEVICES": None}` runs the child as if it had
+    never been set; `course_utils.devices.HIDE_GPUS` runs it as on a machine without GPUs).
+    `stdin` is fed to the child's standard input. A child that fails is not an error here
+    unless `check`: its last traceback line is in `.error`, with paths scrubbed and built-in
+    modules written the same way on every Python version (`shorten_builtin_modules`). With
+    `check`, a failing child raises ChildPythonError carrying its stderr.
+
+    The child leads a process group of its own; one that runs longer than `timeout` seconds is
+    killed with everything it started (the whole group), and ChildPythonError is raised.
     """
     if not isinstance(code, str) or not code.strip():
         raise ValueError("run_python needs the Python code to run, as a non-empty string")
     if not isinstance(stdin, bytes):
         raise TypeError(f"stdin must be bytes (e.g. pickle.dumps(obj)), not {type(stdin).__name__}")
-    child_env = dict(os.environ)
-    for name, value in (env or {}).items():
-        if value is None:
-            child_env.pop(name, None)
-        elif isinstance(value, str):
-            child_env[name] = value
-        else:
-            raise TypeError(
-                f"env values must be str (set the variable) or None (remove it); {name} is "
-                f"{type(value).__name__} {value!r}: write it as a string, e.g. {str(value)!r}"
-            )
+    for arg in args:
+        if isinstance(arg, bool) or not isinstance(arg, str | os.PathLike | int):
+            raise TypeError(f"args must be strings, paths or whole numbers for sys.argv, not {arg!r}")
+    timeout = check_timeout(timeout)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)],
+        env=child_env(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, so that it is stopped with all it started
+    )
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            env=child_env,
-            input=stdin,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
+        out, err = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(
+        raise ChildPythonError(
             f"the child Python did not finish within {timeout:g} s and was killed; "
             "pass a larger timeout or check the code for a wait that never ends"
         ) from None
-    stdout = done.stdout.decode("utf-8", errors="replace")
-    error = None
-    if done.returncode != 0:
-        stderr = done.stderr.decode("utf-8", errors="replace")
-        error = (
-            last_error_line(stderr) or f"the child exited with status {done.returncode}, printing no error"
+    finally:
+        signal_group(child.pid, KILL, running=child.poll() is None)
+        child.wait()
+        for pipe in (child.stdin, child.stdout, child.stderr):
+            pipe.close()  # type: ignore[union-attr]
+    stdout = scrub_paths(out.decode("utf-8", errors="replace"))
+    if child.returncode == 0:
+        return ChildRun(returncode=0, stdout=stdout, error=None)
+    stderr = shorten_builtin_modules(scrub_paths(err.decode("utf-8", errors="replace")))
+    if check:
+        raise ChildPythonError(
+            f"the child Python exited with status {child.returncode}; its stderr:\n{stderr}"
         )
-        error = shorten_builtin_modules(scrub_paths(error))
-    return ChildRun(returncode=done.returncode, stdout=scrub_paths(stdout), error=error)
+    error = last_error_line(stderr) or f"the child exited with status {child.returncode}, printing no error"
+    return ChildRun(returncode=child.returncode, stdout=stdout, error=error)

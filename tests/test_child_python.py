@@ -9,14 +9,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from processes import wait_until_gone
 
-from course_utils.troubleshooting import (
+from course_utils.child_python import (
+    ChildPythonError,
     ChildRun,
     last_error_line,
     run_python,
     scrub_paths,
     shorten_builtin_modules,
 )
+from course_utils.devices import HIDE_GPUS
 
 
 def notebook_function() -> None:
@@ -142,3 +145,87 @@ def test_bad_arguments_say_what_to_pass(kwargs, error, match):
     code = kwargs.pop("code")
     with pytest.raises(error, match=match):
         run_python(code, **kwargs)
+
+
+def test_a_child_without_gpus_sees_none_and_gets_its_arguments():
+    code = (
+        "import os, sys, torch; "
+        "print(repr(os.environ['CUDA_VISIBLE_DEVICES']), torch.cuda.is_available(), sys.argv[1:])"
+    )
+    assert run_python(code, "a", 2, Path("f"), env=HIDE_GPUS).stdout == "'' False ['a', '2', 'f']\n"
+
+
+def test_env_sets_replaces_and_removes_the_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
+    code = (
+        "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')), os.environ.get('CUDA_DEVICE_ORDER'))"
+    )
+    assert run_python(code, env={"CUDA_VISIBLE_DEVICES": "0,4"}).stdout == "'0,4' None\n"
+    assert run_python(code, env={"CUDA_VISIBLE_DEVICES": None}).stdout == "None None\n"
+    both = {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert run_python(code, env=both).stdout == "'' PCI_BUS_ID\n"
+
+
+def test_check_raises_with_the_childs_stderr():
+    failing = "import sys; sys.stderr.write('boom'); sys.exit(3)"
+    with pytest.raises(ChildPythonError, match=r"(?s)status 3.*boom"):
+        run_python(failing, check=True)
+    assert run_python(failing).error == "boom"  # without check, the failure is data
+    assert run_python("print(1)", check=True).stdout == "1\n"
+
+
+def test_a_timeout_kills_everything_the_child_started(tmp_path):
+    """A child that started `sleep` and then hangs: on timeout the whole group goes, sleep included."""
+    pid_file = tmp_path / "sleep.pid"
+    code = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen(['sleep', '304']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid)); "
+        "time.sleep(300)"
+    )
+    with pytest.raises(ChildPythonError, match=r"did not finish within 2 s and was killed") as err:
+        run_python(code, timeout=2)
+    assert "sleep" not in str(err.value) and "TimeoutExpired" not in str(err.value)  # short, not the code
+    assert wait_until_gone([int(pid_file.read_text())], timeout=5) == []
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "match"),
+    [
+        (0, ValueError, r"timeout must be a positive number of seconds, at most 604800 \(a week\), not 0"),
+        (-1, ValueError, "not -1; pass e.g. timeout=60"),
+        (float("inf"), ValueError, "not inf"),
+        (float("nan"), ValueError, "not nan"),
+        (1e15, ValueError, "at most 604800"),
+        ("5", TypeError, "timeout must be a number of seconds, such as 60, not '5'"),
+        (None, TypeError, "number of seconds"),
+        (True, TypeError, "number of seconds"),
+    ],
+)
+def test_bad_timeouts_say_what_to_pass(timeout, error, match):
+    with pytest.raises(error, match=match):
+        run_python("print(1)", timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"env": [("X", "1")]}, TypeError, "env must be a mapping"),
+        ({"env": {1: "x"}}, TypeError, "variable names"),
+        ({"env": {"": "x"}}, TypeError, "variable names"),
+    ],
+)
+def test_bad_environments_say_what_to_pass(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        run_python("print(1)", **kwargs)
+
+
+@pytest.mark.parametrize("arg", [None, 1.5, True, b"x", ["a"]])
+def test_bad_arguments_for_the_child_say_what_to_pass(arg):
+    with pytest.raises(TypeError, match="args must be strings, paths or whole numbers"):
+        run_python("print(1)", arg)
+
+
+def test_last_error_line_needs_text():
+    with pytest.raises(TypeError, match="stderr as a str"):
+        last_error_line(b"Traceback")

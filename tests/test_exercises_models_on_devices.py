@@ -1,4 +1,4 @@
-"""The checks of notebooks 02 and 03: right answers pass, typical wrong ones get a hint."""
+"""The checks of notebook 03: right answers pass, typical wrong ones get a hint."""
 
 from __future__ import annotations
 
@@ -7,42 +7,6 @@ from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
 from course_utils.exercises import models_on_devices as models
-from course_utils.exercises import tensors_on_devices as tensors
-
-# ---- notebook 02 ---------------------------------------------------------------------------
-
-
-def test_to_numpy_right_answers_pass():
-    assert tensors.check_to_numpy(lambda t: t.detach().cpu().numpy())
-    assert tensors.check_to_numpy(lambda t: t.numpy(force=True))
-
-
-def test_to_numpy_wrong_answers_get_hints():
-    result = tensors.check_to_numpy(lambda t: t.numpy())
-    assert not result and "requires grad" in result.message
-    result = tensors.check_to_numpy(lambda t: t.detach().numpy())  # no .cpu(): caught via meta
-    assert not result and "only because this tensor is on the CPU" in result.message
-    result = tensors.check_to_numpy(lambda t: t.detach().cpu())
-    assert not result and "not a numpy.ndarray" in result.message
-    result = tensors.check_to_numpy(lambda t: None)
-    assert not result and "return" in result.message
-    assert not tensors.check_to_numpy(lambda t: t.detach().cpu().numpy() + 1)
-    assert "pass your function itself" in tensors.check_to_numpy(None).message
-    assert str(tensors.check_to_numpy(lambda t: t.numpy())).startswith("Not yet: ")
-
-
-def test_add_on_device_of():
-    assert tensors.check_add_on_device_of(lambda a, b: a + b.to(a.device))
-    result = tensors.check_add_on_device_of(lambda a, b: a + b)
-    assert not result and "RuntimeError" in result.message
-    assert not tensors.check_add_on_device_of(lambda a, b: a.to(b.device) + b)
-    result = tensors.check_add_on_device_of(lambda a, b: (a + b.to(a.device)).to("meta"))
-    assert not result and "should stay on a's device" in result.message
-    assert not tensors.check_add_on_device_of(lambda a, b: a - b.to(a.device))
-    assert not tensors.check_add_on_device_of(lambda a, b: (a + b.to(a.device)).tolist())
-
-
-# ---- notebook 03 ---------------------------------------------------------------------------
 
 
 def test_prepare_batch():
@@ -115,25 +79,10 @@ def test_load_gpu_checkpoint():
     assert not result and "does not hold the saved weights" in result.message
 
 
-# ---- hints when the reader's function raises -------------------------------------------------
-
-
 def test_errors_come_with_a_hint_not_only_the_message():
     def raises_value_error(*args):
         raise ValueError("boom")
 
-    result = tensors.check_add_on_device_of(raises_value_error)
-    assert (
-        not result and "ValueError: boom" in result.message and "names the call that failed" in result.message
-    )
-
-    def type_error_on_meta(t):
-        if t.device.type == "meta":
-            raise TypeError("unsupported")
-        return t.detach().cpu().numpy()
-
-    result = tensors.check_to_numpy(type_error_on_meta)
-    assert not result and "should move it before anything reads them" in result.message
     result = models.check_prepare_batch(lambda x, y, d: (x.to(d, torch.float32), y.to(d, torch.long).view(4)))
     assert not result and "any batch size" in result.message
     result = models.check_model_and_optimizer(raises_value_error)

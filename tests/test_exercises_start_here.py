@@ -1,0 +1,58 @@
+"""The checks of notebook 00: right answers pass, typical wrong ones get a hint, never the answer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils.exercises import start_here
+
+
+def _accelerator() -> str | None:
+    found = torch.accelerator.current_accelerator(check_available=True)
+    return None if found is None else found.type
+
+
+def test_accelerator_right_answer_passes():
+    result = start_here.check_accelerator(_accelerator())
+    assert result and str(result).startswith("Correct: ")
+
+
+def test_accelerator_with_no_accelerator_wants_none(monkeypatch):
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: None)
+    assert start_here.check_accelerator(None)
+    result = start_here.check_accelerator("cpu")  # the CPU is no accelerator
+    assert not result and "'Accelerator' row" in result.message
+
+
+@pytest.mark.parametrize("wrong", ["cuda", "mps", "xpu", "CUDA", ""])
+def test_accelerator_wrong_device_types_get_a_hint(wrong):
+    if wrong == _accelerator():
+        pytest.skip("this machine really has that accelerator")
+    result = start_here.check_accelerator(wrong)
+    assert not result and "not what PyTorch found" in result.message
+
+
+@pytest.mark.parametrize("wrong", [0, True, ["cuda"], torch.device("cpu")])
+def test_accelerator_wrong_types_are_named(wrong):
+    result = start_here.check_accelerator(wrong)
+    assert not result and f"not a {type(wrong).__name__}" in result.message
+
+
+def test_accelerator_placeholder_says_what_to_write():
+    result = start_here.check_accelerator(...)
+    assert not result and str(result).startswith("Not yet: replace ...")
+
+
+def test_cpu_threads_right_answer_passes():
+    assert start_here.check_cpu_threads(torch.get_num_threads())
+
+
+def test_cpu_threads_wrong_answers_get_a_hint_not_the_number():
+    threads = torch.get_num_threads()
+    result = start_here.check_cpu_threads(threads + 1)
+    assert not result and "num_threads" in result.message and str(threads) not in result.message
+    for wrong in (float(threads), str(threads), True, None):
+        result = start_here.check_cpu_threads(wrong)
+        assert not result and "whole number" in result.message
+    assert str(start_here.check_cpu_threads(...)).startswith("Not yet: replace ...")

@@ -1,0 +1,182 @@
+"""The supervision core: timeouts, environments, process groups stopped with grace, loopback ports."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from processes import is_gone, wait_until_gone
+
+from course_utils import supervision
+from course_utils.supervision import (
+    LOOPBACK,
+    MAX_TIMEOUT,
+    LaunchError,
+    check_env,
+    check_timeout,
+    child_env,
+    free_port,
+    gloo_env,
+    listening_socket,
+    loopback_interface,
+    signal_group,
+    stop,
+)
+
+posix_only = pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups: POSIX")
+
+# A parent that starts a child in its own group, prints the child's pid, and (with "stubborn")
+# ignores SIGTERM like a worker saving a checkpoint.
+PARENT = """
+import signal, subprocess, sys, time
+if sys.argv[1] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def start_group(kind: str = "polite") -> tuple[subprocess.Popen, int]:
+    """A process leading its own group, and the pid of a child it started in that group."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, kind], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    with parent.stdout:
+        return parent, int(parent.stdout.readline())
+
+
+def members_of(parent: subprocess.Popen):
+    return lambda: [(parent.pid, parent.poll() is None)]
+
+
+@pytest.mark.parametrize("seconds", [0.5, 1, 60, MAX_TIMEOUT])
+def test_a_timeout_in_range_is_taken_as_seconds(seconds):
+    assert check_timeout(seconds) == float(seconds)
+
+
+@pytest.mark.parametrize("seconds", [0, -1, math.inf, -math.inf, math.nan, MAX_TIMEOUT * 2, 1e15])
+def test_a_timeout_out_of_range_says_what_to_pass(seconds):
+    with pytest.raises(
+        ValueError, match=r"wait must be a positive number of seconds, at most 604800 \(a week\)"
+    ):
+        check_timeout(seconds, name="wait")
+
+
+@pytest.mark.parametrize("seconds", ["60", None, True, [60]])
+def test_a_timeout_that_is_no_number_says_what_to_pass(seconds):
+    with pytest.raises(TypeError, match="timeout must be a number of seconds, such as 60"):
+        check_timeout(seconds)
+
+
+def test_env_changes_set_and_remove_variables_of_the_child_only(monkeypatch):
+    monkeypatch.setenv("COURSE_KEPT", "1")
+    monkeypatch.setenv("COURSE_GONE", "1")
+    env = child_env({"COURSE_GONE": None, "COURSE_NEW": "x"})
+    assert env["COURSE_KEPT"] == "1" and env["COURSE_NEW"] == "x" and "COURSE_GONE" not in env
+    assert os.environ["COURSE_GONE"] == "1" and "COURSE_NEW" not in os.environ
+    assert check_env(None) == {} and child_env() == dict(os.environ)
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ([("X", "1")], "env must be a mapping such as"),
+        ("X=1", "env must be a mapping"),
+        ({"": "1"}, "variable names"),
+        ({1: "1"}, "variable names"),
+        ({"X": 1}, "X is int 1: write it as a string, e.g. '1'"),
+    ],
+)
+def test_a_bad_env_says_what_to_pass(env, match):
+    with pytest.raises(TypeError, match=match):
+        check_env(env)
+
+
+@posix_only
+def test_signalling_a_group_reaches_what_its_leader_started():
+    parent, child = start_group()
+    signal_group(parent.pid, signal.SIGTERM)
+    parent.wait(10)
+    assert wait_until_gone([child], timeout=10) == []
+
+
+@posix_only
+def test_a_group_is_signalled_after_its_leader_ended():
+    parent, child = start_group()
+    os.kill(parent.pid, signal.SIGKILL)  # the leader alone: its child lives on in the group
+    parent.wait(10)
+    assert not is_gone(child)
+    signal_group(parent.pid, signal.SIGKILL, running=False)
+    assert wait_until_gone([child], timeout=10) == []
+
+
+@posix_only
+def test_stop_waits_for_a_polite_group_and_kills_a_stubborn_one(monkeypatch):
+    parent, child = start_group("stubborn")
+    started = time.monotonic()
+    stop(members_of(parent), grace=0.5)
+    parent.wait(10)
+    assert parent.returncode == -signal.SIGKILL  # SIGTERM was ignored: SIGKILL after the grace period
+    assert time.monotonic() - started >= 0.5
+    assert wait_until_gone([child], timeout=10) == []
+    polite, polite_child = start_group()
+    stop(members_of(polite), grace=60)  # ends at once: no need to wait out the grace period
+    polite.wait(10)
+    assert polite.returncode == -signal.SIGTERM
+    assert wait_until_gone([polite_child], timeout=10) == []
+
+
+@posix_only
+def test_a_ctrl_c_while_stopping_kills_at_once(monkeypatch):
+    parent, child = start_group("stubborn")
+    calls = {"n": 0}
+    real_sleep = time.sleep
+
+    def interrupted_sleep(seconds):
+        calls["n"] += 1
+        if calls["n"] == 3:  # during the grace period, after SIGTERM
+            raise KeyboardInterrupt
+        real_sleep(seconds)
+
+    monkeypatch.setattr(supervision.time, "sleep", interrupted_sleep)
+    with pytest.raises(KeyboardInterrupt):
+        stop(members_of(parent), grace=600)
+    monkeypatch.setattr(supervision.time, "sleep", real_sleep)
+    parent.wait(10)
+    assert parent.returncode == -signal.SIGKILL
+    assert wait_until_gone([child], timeout=10) == []
+
+
+def test_a_listening_socket_is_on_loopback_and_a_taken_port_is_a_clear_error():
+    with listening_socket(None) as sock:
+        host, port = sock.getsockname()
+        assert host == LOOPBACK
+        with pytest.raises(
+            LaunchError, match=f"port {port} on 127.0.0.1 is already in use.*master_port=None"
+        ):
+            listening_socket(port)
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, free_port()))
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, "29500", 2.5, True])
+def test_a_port_that_is_no_port_number_is_refused(port):
+    with pytest.raises(ValueError, match="master_port must be an int from 1 to 65535"):
+        listening_socket(port)
+    with pytest.raises(LaunchError):
+        listening_socket(port)
+
+
+def test_gloo_stays_on_loopback_unless_told_otherwise(monkeypatch):
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    interface = loopback_interface()
+    assert gloo_env() == ({"GLOO_SOCKET_IFNAME": interface} if interface else {})
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")
+    assert gloo_env() == {}  # the user's choice stands
