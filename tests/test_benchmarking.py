@@ -1,4 +1,4 @@
-"""The DDP benchmark workers do the same work in every configuration; the table and chart summarise it.
+"""The benchmark scaffolding of notebook 09: the MLP, medians and IQRs, the table and the chart.
 
 Nothing here asserts on speed: only counts, equalities and the arithmetic on fixed numbers.
 """
@@ -10,15 +10,12 @@ import pytest
 import torch
 
 from course_utils.benchmarking import (
-    bucket_events_worker,
-    ddp_throughput_worker,
     format_table,
     make_mlp,
     median_and_iqr,
     throughput_chart,
     throughput_row,
 )
-from course_utils.launcher import WorkerError, launch
 
 
 def fake_result(rank: int, world: int, times: list[float], batch: int = 8) -> dict:
@@ -85,41 +82,6 @@ def test_chart_has_one_bar_per_configuration():
         throughput_chart([])
 
 
-def test_worker_counts_and_weights_are_equal_for_one_and_two_processes():
-    args = (8, 3, 2, (6, 5, 3), 1)
-    one = launch(ddp_throughput_worker, 1, args=args)
-    two = launch(ddp_throughput_worker, 2, args=args)
-    for results in (one, two):
-        assert all(r["steps_run"] == 5 and len(r["step_times"]) == 3 for r in results)
-        assert sum(r["samples_timed"] for r in results) == 24
-        assert all(r["threads"] == 1 and r["params"] == 6 * 5 + 5 + 5 * 3 + 3 for r in results)
-    for name, weight in one[0]["weights"].items():
-        assert torch.equal(two[0]["weights"][name], two[1]["weights"][name])
-        assert torch.allclose(two[0]["weights"][name], weight, atol=1e-6)
-    assert not torch.equal(one[0]["weights"]["0.weight"], make_mlp((6, 5, 3)).state_dict()["0.weight"])
-
-
-def test_worker_rejects_a_batch_that_does_not_split_and_bad_counts():
-    with pytest.raises(WorkerError, match="does not split evenly"):
-        launch(ddp_throughput_worker, 2, args=(7, 1, 0, (4, 2)))
-    with pytest.raises(ValueError, match="steps"):
-        ddp_throughput_worker(8, 0, 0)
-    with pytest.raises(ValueError, match="device_type"):
-        ddp_throughput_worker(8, 1, 0, device_type="tpu")
-
-
-def test_bucket_events_show_allreduce_before_backward_ends_after_the_first_step():
-    first, second = launch(bucket_events_worker, 2, args=(2, 0.01))[0]
-    assert first[-1].strip().startswith("all-reduce") and "layers 4, 2, 0" in first[-1]
-    assert [e.strip().split()[0] for e in second] == [
-        "backward",
-        "backward",
-        "all-reduce",
-        "backward",
-        "all-reduce",
-    ]
-
-
 @pytest.mark.parametrize(
     ("widths", "message"),
     [
@@ -165,31 +127,3 @@ def test_the_summaries_refuse_anything_but_what_the_workers_and_rows_give():
     with pytest.raises(ValueError, match="title is the chart's title"):
         throughput_chart([row], title=None)
     assert plt.get_fignums() == []
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"widths": (4, 0)}, "widths must be two or more positive ints"),
-        ({"seed": -1}, "seed must be an int of at least 0"),
-        ({"seed": 1.5}, "seed must be an int"),
-        ({"global_batch": 2**20, "steps": 10**4}, r"GiB to prepare .*use fewer steps"),
-        ({"threads": 0}, "threads must be a positive int"),
-    ],
-)
-def test_worker_refuses_bad_arguments_before_joining_a_process_group(kwargs, message):
-    arguments = {"global_batch": 8, "steps": 1, "warmup": 0, **kwargs}
-    with pytest.raises(ValueError, match=message):
-        ddp_throughput_worker(**arguments)  # no LOCAL_RANK, no group: it must fail before both
-
-
-@pytest.mark.parametrize("cap", [0, -1, float("inf"), float("nan"), "25", True])
-def test_bucket_events_worker_refuses_a_bucket_size_it_cannot_use(cap):
-    with pytest.raises(ValueError, match="bucket_cap_mb must be a positive number of megabytes"):
-        bucket_events_worker(2, cap)
-
-
-def test_worker_called_outside_a_launch_says_how_to_start_it(monkeypatch):
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    with pytest.raises(RuntimeError, match=r"start it with launch\(ddp_throughput_worker, nprocs"):
-        ddp_throughput_worker(8, 1, 0)

@@ -97,6 +97,7 @@ def main() -> None:
     line = {
         "rank": rank,
         "local_rank": local_rank,
+        "node_rank": int(os.environ["GROUP_RANK"]),  # set by torchrun: which machine
         "world_size": world_size,
         "backend": dist.get_backend(),
         "samples seen": len(sampler) * args.epochs,

@@ -21,7 +21,7 @@ NAMES = ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "
 
 def main() -> None:
     """Read torchrun's variables, optionally check the process group, print one JSON line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Print, as one JSON line, the variables torchrun set.")
     parser.add_argument("--all-reduce", action="store_true", help="join the process group and sum the ranks")
     args = parser.parse_args()
 

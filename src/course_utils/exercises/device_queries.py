@@ -2,28 +2,99 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from unittest import mock
+
 import torch
 
 from course_utils.exercises import CheckResult, failed, passed
 
+# The machines the reader's line is run on: (name, the accelerator it has, or None for none).
+MACHINES: tuple[tuple[str, str | None], ...] = (
+    ("this machine", "here"),
+    ("a machine with an NVIDIA or AMD GPU (cuda)", "cuda"),
+    ("a Mac with Apple silicon (mps)", "mps"),
+    ("a machine with an Intel GPU (xpu)", "xpu"),
+    ("a machine with no accelerator", None),
+)
 
-def check_device_choice(answer: object) -> CheckResult:
-    """Check the device the reader's device-agnostic line picked on this machine."""
-    if answer is Ellipsis:
-        return failed("replace ... with one line that picks the accelerator if there is one, else the CPU.")
-    if isinstance(answer, str):
-        return failed("that is a string; wrap it in torch.device(...) so that it is checked once, here.")
-    if not isinstance(answer, torch.device):
-        return failed(f"expected a torch.device, got a {type(answer).__name__}.")
+
+@contextlib.contextmanager
+def _machine(kind: str | None) -> Iterator[None]:
+    """Make torch.accelerator, torch.cuda, torch.backends.mps and torch.xpu report `kind` (None: none).
+
+    The patched functions are restored when the block ends, also on an error.
+    """
+    present = kind is not None
+
+    def current_accelerator(check_available: bool = False) -> torch.device | None:
+        return torch.device(kind) if present else None
+
+    patches = [
+        mock.patch.object(torch.accelerator, "is_available", lambda: present),
+        mock.patch.object(torch.accelerator, "current_accelerator", current_accelerator),
+        mock.patch.object(torch.accelerator, "device_count", lambda: int(present)),
+        mock.patch.object(torch.cuda, "is_available", lambda: kind == "cuda"),
+        mock.patch.object(torch.cuda, "device_count", lambda: int(kind == "cuda")),
+        mock.patch.object(torch.backends.mps, "is_available", lambda: kind == "mps"),
+        mock.patch.object(torch.xpu, "is_available", lambda: kind == "xpu"),
+    ]
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield
+
+
+def _this_machine() -> str:
     accelerator = torch.accelerator.current_accelerator(check_available=True)
-    expected = accelerator.type if accelerator is not None else "cpu"
-    if answer.type == expected:
-        return passed(f"{answer} is the right choice on this machine, and the line works on any other.")
-    if answer.type == "cpu":
-        return failed("this machine has an accelerator, and your line ignored it.")
-    return failed(
-        f"this machine has no usable {answer.type!r} device. Did you check availability at run time?"
-    )
+    return accelerator.type if accelerator is not None else "cpu"
+
+
+def check_device_choice(pick_device: object) -> CheckResult:
+    """Run the reader's `pick_device()` here and on four pretended machines; say where it picks wrong.
+
+    The pretended machines patch `torch.accelerator`, `torch.cuda`, `torch.backends.mps` and
+    `torch.xpu` to report one accelerator (or none) while the line runs, and restore them after,
+    so a hard-coded device or a CUDA-only test fails on the machines it would fail on for real.
+    """
+    if pick_device is Ellipsis:
+        return failed(
+            "define pick_device() with the one line in its return statement, then pass it (no brackets)."
+        )
+    if isinstance(pick_device, torch.device | str):
+        return failed(
+            "pass the function pick_device itself (no brackets), so that the check can run your line."
+        )
+    if not callable(pick_device):
+        return failed(f"expected the function pick_device, got a {type(pick_device).__name__}.")
+    wrong = []
+    for name, kind in MACHINES:
+        expected = _this_machine() if kind == "here" else kind or "cpu"
+        try:
+            if kind == "here":
+                answer = pick_device()
+            else:
+                with _machine(kind):
+                    answer = pick_device()
+        except Exception as err:  # the reader's line may raise anything; say where and what
+            wrong.append(f"on {name} it raises {type(err).__name__}")
+            continue
+        if answer is Ellipsis:
+            return failed(
+                "replace ... in pick_device with one line that picks the accelerator, else the CPU."
+            )
+        if isinstance(answer, str):
+            return failed("your line returns a string; wrap it in torch.device(...).")
+        if not isinstance(answer, torch.device):
+            return failed(f"your line returns a {type(answer).__name__}; it should return a torch.device.")
+        if answer.type != expected:
+            wrong.append(f"on {name} it picks {answer.type!r}, not {expected!r}")
+    if wrong:
+        return failed(
+            "; ".join(wrong) + ". Ask at run time which accelerator this PyTorch can use, whatever its kind."
+        )
+    return passed("your line picks the accelerator on CUDA, MPS and XPU machines, and the CPU without one.")
 
 
 def check_hidden_gpu_count(answer: object) -> CheckResult:
