@@ -40,6 +40,14 @@ sys.stdin.readline()
 """
 
 
+# A child that only waits: nothing but a signal ends it (stdin closing does not).
+WAITS = """
+import time
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
 # A child that keeps the SIGINT disposition it inherits (Python ignores it if started ignoring it).
 INHERITS = """
 import sys
@@ -103,7 +111,7 @@ def test_a_child_that_ctrl_c_ends_gives_130_and_no_traceback():
 
 
 def test_sigterm_to_course_py_alone_is_passed_on_to_the_child():
-    proc = start_course_run(ASKS_ON_CTRL_C)
+    proc = start_course_run(WAITS)
     os.kill(proc.pid, signal.SIGTERM)  # course.py only, as `kill PID` sends it
     assert finish(proc) == (128 + signal.SIGTERM, "", "")
 

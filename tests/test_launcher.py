@@ -134,6 +134,16 @@ def test_torchrun_env_sets_one_thread_per_process_unless_told(monkeypatch):
         torchrun_env(4, 4, 29500)
 
 
+def threads_and_a_matmul() -> int:
+    torch.ones(256, 256) @ torch.ones(256, 256)  # would hang in a thread pool broken by fork
+    return torch.get_num_threads()
+
+
+def test_a_single_forked_rank_uses_one_thread_after_the_parent_used_many():
+    torch.ones(512, 512) @ torch.ones(512, 512)  # the parent's OpenMP pool is started
+    assert launch(threads_and_a_matmul, 1, timeout=30, method="fork") == [1]
+
+
 def test_a_real_gloo_process_group_reduces():
     assert launch(all_reduce_ranks, 2, timeout=20) == [[3.0], [3.0]]
 

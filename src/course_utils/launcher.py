@@ -432,6 +432,7 @@ def _bootstrap(
     conn: Connection,
     parent_pid: int,
     inherited_fds: tuple[int, ...],
+    forked: bool,
 ) -> None:
     """Run in each worker: set torchrun's environment, call fn, send the result or the error."""
     _isolate(parent_pid)
@@ -439,8 +440,10 @@ def _bootstrap(
         with contextlib.suppress(OSError):
             os.close(fd)
     os.environ.update(env)
-    if env.get("OMP_NUM_THREADS") == "1":
-        # The variable only acts when a process starts; a forked child must be told directly.
+    if forked or env.get("OMP_NUM_THREADS") == "1":
+        # The variable only acts when a process starts, so a forked child is told directly. A forked
+        # child also cannot use the OpenMP thread pool its parent started (GNU OpenMP hangs in it),
+        # so it keeps to one thread even when it is the only rank.
         torch.set_num_threads(1)
     try:
         try:
@@ -694,7 +697,7 @@ def launch(
             )
             proc = ctx.Process(
                 target=_bootstrap,
-                args=(fn, args, env, child_end, os.getpid(), inherited),
+                args=(fn, args, env, child_end, os.getpid(), inherited, method == "fork"),
                 name=f"rank{rank}",
                 daemon=False,  # a daemonic worker could not start DataLoader workers
             )

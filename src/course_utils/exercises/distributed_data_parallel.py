@@ -34,7 +34,9 @@ def _gradient_worker(average_gradients: Callable[[nn.Module], Any]) -> dict[str,
         for number, param in enumerate(model.parameters()):
             param.grad = torch.full_like(param, float((rank + 1) * (number + 1)))
         average_gradients(model)
-        return {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+        grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+        dist.barrier()  # no rank tears the group down while its peer may still be connecting to it
+        return grads
     finally:
         dist.destroy_process_group()
 
