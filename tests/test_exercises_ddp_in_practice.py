@@ -26,7 +26,7 @@ def test_effective_batch_right():
         (..., "whole number"),
         ("1536", "give a number"),
         (True, "give a number"),
-        (3 * 8 * 16, "accumulates micro-batches"),
+        (3 * 8 * 16, "also accumulates"),
         (8 * 16 * 4, "one machine's share"),
         (64, "what one GPU sees"),
         (16, "what one GPU sees"),
