@@ -1,0 +1,188 @@
+"""The checks of notebook 10's exercises accept right answers, explain wrong ones, and agree with PyTorch."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+from course_utils.exercises.beyond_ddp import (
+    BYTES_WORLD_SIZE,
+    SHAPE_GLOBAL,
+    SHAPE_RANK,
+    SHAPE_WORLD_SIZE,
+    check_linear_placements,
+    check_local_shape,
+    check_rank_bytes,
+    expected_local_shape,
+    exercise_model,
+)
+from course_utils.launcher import launch
+
+PARAMS = (256 * 512 + 512 + 512 * 256 + 256) * 4  # bytes of one float32 copy of exercise_model()
+DDP = 4 * PARAMS
+FSDP = DDP // BYTES_WORLD_SIZE
+
+
+def test_right_bytes_pass():
+    result = check_rank_bytes(DDP, FSDP)
+    assert result.ok and str(result).startswith("Correct:")
+    assert check_rank_bytes(float(DDP), float(FSDP)).ok
+
+
+@pytest.mark.parametrize(
+    ("ddp", "fsdp", "hint"),
+    [
+        (..., FSDP, "replace the `...`"),
+        (DDP, None, "replace the `...`"),
+        ("16", FSDP, "whole number"),
+        (DDP + 0.5, FSDP, "whole number"),
+        (True, FSDP, "whole number"),
+        (DDP // 4, FSDP, "count of numbers"),
+        (2 * PARAMS, FSDP, "parameters and gradients"),
+        (3 * PARAMS, FSDP, "one copy short"),
+        (PARAMS, FSDP, "one copy of the parameters"),
+        (FSDP, FSDP, "divided by the ranks"),
+        (DDP + 4, FSDP, "is off"),
+        (DDP, DDP, "equals DDP's"),
+        (DDP, FSDP // 4, "count of numbers"),
+        (DDP, DDP // 2, "splits parameters, gradients"),
+    ],
+)
+def test_wrong_bytes_get_a_hint(ddp, fsdp, hint):
+    result = check_rank_bytes(ddp, fsdp)
+    assert not result.ok and str(result).startswith("Not yet:")
+    assert hint in result.message
+    assert str(DDP) not in result.message and f"{DDP:,}" not in result.message
+
+
+def _bytes_of(tensor: torch.Tensor) -> int:
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    return local.numel() * local.element_size()
+
+
+def _fsdp_rank_bytes() -> int:
+    """One rank: the exercise model under FSDP, one Adam step, its bytes counted from real tensors."""
+    dist.init_process_group("gloo")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        model = exercise_model().to_empty(device="cpu")
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        optimizer = torch.optim.Adam(model.parameters())
+        model(torch.ones(2, 256)).sum().backward()
+        optimizer.step()
+        total = sum(_bytes_of(p) + _bytes_of(p.grad) for p in model.parameters())
+        total += sum(_bytes_of(s[k]) for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
+    dist.barrier()
+    del model, optimizer
+    dist.destroy_process_group()
+    return total
+
+
+def test_the_accepted_fsdp_bytes_are_what_fsdp_holds():
+    held = launch(_fsdp_rank_bytes, BYTES_WORLD_SIZE, timeout=120)
+    assert held == [FSDP] * BYTES_WORLD_SIZE
+    assert check_rank_bytes(DDP, held[0]).ok
+
+
+def test_right_placements_pass():
+    assert check_linear_placements(Shard(0), Shard(1), Replicate()).ok
+
+
+@pytest.mark.parametrize(
+    ("colwise", "rowwise", "bias", "hint"),
+    [
+        (..., Shard(1), Replicate(), "replace the `...`"),
+        ("Shard(0)", Shard(1), Replicate(), "should be a placement"),
+        (Shard(1), Shard(0), Replicate(), "swapped"),
+        (Replicate(), Shard(1), Replicate(), "colwise_weight"),
+        (Shard(0), Shard(0), Replicate(), "rowwise_weight"),
+        (Shard(0), Shard(1), Partial(), "added once"),
+        (Shard(0), Shard(1), Shard(0), "rowwise_bias"),
+    ],
+)
+def test_wrong_placements_get_a_hint(colwise, rowwise, bias, hint):
+    result = check_linear_placements(colwise, rowwise, bias)
+    assert not result.ok
+    assert hint in result.message
+
+
+def _tp_placements() -> dict[str, tuple]:
+    """One rank: an MLP under Colwise then Rowwise; the placement of each parameter."""
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    model = parallelize_module(
+        nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4)),
+        mesh,
+        {"0": ColwiseParallel(), "2": RowwiseParallel()},
+    )
+    placements = {name: tuple(p.placements) for name, p in model.named_parameters()}
+    dist.barrier()
+    del model
+    dist.destroy_process_group()
+    return placements
+
+
+def test_the_accepted_placements_are_what_parallelize_module_gives():
+    placements = launch(_tp_placements, 2, timeout=60)[0]
+    answer = (placements["0.weight"][0], placements["2.weight"][0], placements["2.bias"][0])
+    assert check_linear_placements(*answer).ok
+
+
+def test_right_local_shape_passes():
+    assert check_local_shape((1, 6)).ok
+    assert check_local_shape([1, 6]).ok
+    assert check_local_shape(torch.Size([1, 6])).ok
+
+
+@pytest.mark.parametrize(
+    ("shape", "hint"),
+    [
+        (..., "replace the `...`"),
+        (7, "tuple of whole numbers"),
+        (("a", 6), "tuple of whole numbers"),
+        ((1,), "as many dimensions"),
+        ((1, 3), "dim 1 keeps its size"),
+        ((3, 6), "not split into equal parts"),
+        ((2, 6), "not split into equal parts"),
+        ((4, 6), "torch.chunk"),
+    ],
+)
+def test_wrong_local_shape_gets_a_hint(shape, hint):
+    result = check_local_shape(shape)
+    assert not result.ok
+    assert hint in result.message
+
+
+def _local_shapes(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """One rank: the local shape of a tensor distributed with Shard(0)."""
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    local = tuple(distribute_tensor(torch.zeros(shape), mesh, [Shard(0)]).to_local().shape)
+    dist.barrier()
+    dist.destroy_process_group()
+    return local
+
+
+def test_expected_local_shape_is_what_dtensor_gives():
+    shapes = launch(_local_shapes, SHAPE_WORLD_SIZE, args=(SHAPE_GLOBAL,), timeout=60)
+    assert shapes == [expected_local_shape(SHAPE_GLOBAL, SHAPE_WORLD_SIZE, r) for r in range(SHAPE_WORLD_SIZE)]
+    assert check_local_shape(shapes[SHAPE_RANK]).ok
+
+
+def test_expected_local_shape_handles_empty_ranks_and_bad_input():
+    assert expected_local_shape((2, 3), 4, 3) == (0, 3)  # torch.chunk gives only 2 pieces
+    assert expected_local_shape((4, 6), 2, 1, dim=1) == (4, 3)
+    with pytest.raises(ValueError, match="rank must be in"):
+        expected_local_shape((4,), 2, 2)
