@@ -21,8 +21,8 @@ from course_utils.exercises.beyond_ddp import (
     check_linear_placements,
     check_local_shape,
     check_rank_bytes,
-    expected_local_shape,
     exercise_model,
+    expected_local_shape,
 )
 from course_utils.launcher import launch
 
@@ -45,11 +45,10 @@ def test_right_bytes_pass():
         ("16", FSDP, "whole number"),
         (DDP + 0.5, FSDP, "whole number"),
         (True, FSDP, "whole number"),
-        (DDP // 4, FSDP, "count of numbers"),
+        (PARAMS // 4, FSDP, "count of numbers"),
         (2 * PARAMS, FSDP, "parameters and gradients"),
         (3 * PARAMS, FSDP, "one copy short"),
-        (PARAMS, FSDP, "one copy of the parameters"),
-        (FSDP, FSDP, "divided by the ranks"),
+        (PARAMS, FSDP, "one float32 copy of the parameters"),  # also DDP's bytes divided by 4 ranks
         (DDP + 4, FSDP, "is off"),
         (DDP, DDP, "equals DDP's"),
         (DDP, FSDP // 4, "count of numbers"),
@@ -177,7 +176,9 @@ def _local_shapes(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def test_expected_local_shape_is_what_dtensor_gives():
     shapes = launch(_local_shapes, SHAPE_WORLD_SIZE, args=(SHAPE_GLOBAL,), timeout=60)
-    assert shapes == [expected_local_shape(SHAPE_GLOBAL, SHAPE_WORLD_SIZE, r) for r in range(SHAPE_WORLD_SIZE)]
+    assert shapes == [
+        expected_local_shape(SHAPE_GLOBAL, SHAPE_WORLD_SIZE, r) for r in range(SHAPE_WORLD_SIZE)
+    ]
     assert check_local_shape(shapes[SHAPE_RANK]).ok
 
 

@@ -39,7 +39,7 @@ def _whole_number(value: Any, name: str) -> CheckResult | None:
     if value is None or value is Ellipsis:
         return failed(f"replace the `...` of `{name}` with a number of bytes.")
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        return failed(f"`{name}` should be a whole number of bytes, not {value!r}.")
+        return failed(f"`{name}` should be a whole number of bytes (an int).")
     return None
 
 
@@ -57,26 +57,37 @@ def check_rank_bytes(ddp_bytes: Any, fsdp_bytes: Any) -> CheckResult:
     numel = params // 4
     ddp, fsdp = int(ddp_bytes), int(fsdp_bytes)
     if ddp != 4 * params:
-        if ddp in (numel, 2 * numel, 4 * numel):
+        if ddp == params:
+            return failed(
+                "`ddp_bytes` is the size of one float32 copy of the parameters. A DDP rank keeps whole "
+                "parameters, gradients and Adam's state, each number in 4 bytes."
+            )
+        if ddp in (numel, 2 * numel):
             return failed("`ddp_bytes` looks like a count of numbers: each float32 number takes 4 bytes.")
         if ddp == 2 * params:
-            return failed("`ddp_bytes` counts parameters and gradients; Adam keeps two more tensors per parameter.")
+            return failed(
+                "`ddp_bytes` counts parameters and gradients; Adam keeps two more tensors per parameter."
+            )
         if ddp == 3 * params:
-            return failed("`ddp_bytes` is one copy short: Adam keeps two tensors per parameter (exp_avg, exp_avg_sq).")
-        if ddp == params:
-            return failed("`ddp_bytes` is one copy of the parameters; a DDP rank also holds gradients and Adam state.")
-        if ddp * BYTES_WORLD_SIZE == 4 * params:
-            return failed("`ddp_bytes` is divided by the ranks; DDP keeps everything whole on every rank.")
-        return failed("`ddp_bytes` is off: count the parameters' numbers (weights and biases), then the copies.")
+            return failed(
+                "`ddp_bytes` is one copy short: Adam keeps two tensors per parameter (exp_avg, exp_avg_sq)."
+            )
+        return failed(
+            "`ddp_bytes` is off: count the parameters' numbers (weights and biases), then the copies."
+        )
     if fsdp == ddp:
         return failed("`fsdp_bytes` equals DDP's; FSDP keeps only its shard of each of those tensors.")
     if fsdp * BYTES_WORLD_SIZE == 4 * numel:
         return failed("`fsdp_bytes` is a count of numbers: each float32 number takes 4 bytes.")
     if fsdp * BYTES_WORLD_SIZE != ddp:
-        return failed(f"`fsdp_bytes` is off: FSDP splits parameters, gradients and Adam state over {BYTES_WORLD_SIZE} ranks.")
+        return failed(
+            f"`fsdp_bytes` is off: FSDP splits parameters, gradients and Adam state "
+            f"over {BYTES_WORLD_SIZE} ranks."
+        )
     return passed(
-        f"DDP keeps {ddp:,} bytes on every rank (parameters, gradients, exp_avg, exp_avg_sq: 4 copies); "
-        f"FSDP keeps 1/{BYTES_WORLD_SIZE} of each, {fsdp:,} bytes (every dim 0 here divides by {BYTES_WORLD_SIZE})."
+        f"DDP keeps {ddp:,} bytes on every rank (parameters, gradients, exp_avg, exp_avg_sq: "
+        f"4 copies); FSDP keeps 1/{BYTES_WORLD_SIZE} of each, {fsdp:,} bytes (every dim 0 here "
+        f"divides by {BYTES_WORLD_SIZE})."
     )
 
 
@@ -87,12 +98,18 @@ def _placement_name(value: Any) -> str:
 
 def check_linear_placements(colwise_weight: Any, rowwise_weight: Any, rowwise_bias: Any) -> CheckResult:
     """Check the placements an `nn.Linear`'s weights get under ColwiseParallel and RowwiseParallel."""
-    answers = {"colwise_weight": colwise_weight, "rowwise_weight": rowwise_weight, "rowwise_bias": rowwise_bias}
+    answers = {
+        "colwise_weight": colwise_weight,
+        "rowwise_weight": rowwise_weight,
+        "rowwise_bias": rowwise_bias,
+    }
     for name, value in answers.items():
         if value is None or value is Ellipsis:
             return failed(f"replace the `...` of `{name}` with a placement, such as Shard(1) or Replicate().")
         if not isinstance(value, Placement):
-            return failed(f"`{name}` should be a placement (Shard(dim), Replicate()), not {_placement_name(value)}.")
+            return failed(
+                f"`{name}` should be a placement (Shard(dim), Replicate()), not {_placement_name(value)}."
+            )
     if colwise_weight == Shard(1) and rowwise_weight == Shard(0):
         return failed("the two weights are swapped: nn.Linear stores weight as (out_features, in_features).")
     if colwise_weight != Shard(0):
@@ -101,14 +118,18 @@ def check_linear_placements(colwise_weight: Any, rowwise_weight: Any, rowwise_bi
             "nn.Linear's weight holds them?"
         )
     if rowwise_weight != Shard(1):
-        return failed("not `rowwise_weight`: RowwiseParallel splits the input features; which dim holds them?")
+        return failed(
+            "not `rowwise_weight`: RowwiseParallel splits the input features; which dim holds them?"
+        )
     if isinstance(rowwise_bias, Partial):
         return failed(
             "not `rowwise_bias`: the output is partial until the all-reduce, but the bias is added "
             "once, after it: so every rank holds all of it."
         )
     if rowwise_bias != Replicate():
-        return failed("not `rowwise_bias`: the bias has one number per output feature, and Rowwise keeps all outputs.")
+        return failed(
+            "not `rowwise_bias`: the bias has one number per output feature, and Rowwise keeps all outputs."
+        )
     return passed(
         "Colwise shards weight (and bias) on dim 0, the output features; Rowwise shards weight on "
         "dim 1, the input features, and replicates the bias, added after the all-reduce."
@@ -118,7 +139,9 @@ def check_linear_placements(colwise_weight: Any, rowwise_weight: Any, rowwise_bi
 def expected_local_shape(shape: tuple[int, ...], world_size: int, rank: int, dim: int = 0) -> tuple[int, ...]:
     """The local shape of rank `rank` for a tensor of `shape` placed as Shard(dim): torch.chunk's split."""
     if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in 0..{world_size - 1} and world_size at least 1, not {rank=}, {world_size=}")
+        raise ValueError(
+            f"rank must be in 0..{world_size - 1} and world_size at least 1, not {rank=}, {world_size=}"
+        )
     chunks = torch.empty(shape, device="meta").chunk(world_size, dim=dim)
     if rank >= len(chunks):
         return tuple(0 if d == dim else size for d, size in enumerate(shape))
@@ -144,5 +167,7 @@ def check_local_shape(local_shape: Any) -> CheckResult:
     if answer[1] != SHAPE_GLOBAL[1]:
         return failed("Shard(0) splits dim 0 only: dim 1 keeps its size.")
     if answer[0] in (2, 3):
-        return failed("dim 0 is not split into equal parts: think of torch.chunk, which gives the first ranks more.")
+        return failed(
+            "dim 0 is not split into equal parts: think of torch.chunk, which gives the first ranks more."
+        )
     return failed("not this shape: torch.chunk(t, 4, dim=0) is how Shard(0) splits.")
