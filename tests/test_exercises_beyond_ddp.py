@@ -18,7 +18,7 @@ from course_utils.exercises.beyond_ddp import (
     SHAPE_GLOBAL,
     SHAPE_RANK,
     SHAPE_WORLD_SIZE,
-    check_linear_placements,
+    check_embedding_placements,
     check_local_shape,
     check_rank_bytes,
     exercise_model,
@@ -96,37 +96,35 @@ def test_the_accepted_fsdp_bytes_are_what_fsdp_holds():
 
 
 def test_right_placements_pass():
-    assert check_linear_placements(Shard(0), Shard(1), Replicate()).ok
+    assert check_embedding_placements(Shard(1), Shard(0)).ok
 
 
 @pytest.mark.parametrize(
-    ("colwise", "rowwise", "bias", "hint"),
+    ("colwise", "rowwise", "hint"),
     [
-        (..., Shard(1), Replicate(), "replace the `...`"),
-        ("Shard(0)", Shard(1), Replicate(), "should be a placement"),
-        (Shard(1), Shard(0), Replicate(), "swapped"),
-        (Replicate(), Shard(1), Replicate(), "colwise_weight"),
-        (Shard(0), Shard(0), Replicate(), "rowwise_weight"),
-        (Shard(0), Shard(1), Partial(), "added once"),
-        (Shard(0), Shard(1), Shard(0), "rowwise_bias"),
+        (..., Shard(0), "replace the `...`"),
+        (Shard(1), None, "replace the `...`"),
+        ("Shard(1)", Shard(0), "should be a placement"),
+        (Replicate(), Shard(0), "splits the weight itself"),
+        (Shard(1), Partial(), "splits the weight itself"),
+        (Shard(0), Shard(1), "nn.Linear's placements"),
+        (Shard(0), Shard(0), "colwise_weight"),
+        (Shard(1), Shard(1), "rowwise_weight"),
     ],
 )
-def test_wrong_placements_get_a_hint(colwise, rowwise, bias, hint):
-    result = check_linear_placements(colwise, rowwise, bias)
+def test_wrong_placements_get_a_hint(colwise, rowwise, hint):
+    result = check_embedding_placements(colwise, rowwise)
     assert not result.ok
     assert hint in result.message
 
 
-def _tp_placements() -> dict[str, tuple]:
-    """One rank: an MLP under Colwise then Rowwise; the placement of each parameter."""
+def _tp_embedding_placements() -> tuple:
+    """One rank: two embeddings, one under Colwise and one under Rowwise; their weights' placements."""
     dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    model = parallelize_module(
-        nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4)),
-        mesh,
-        {"0": ColwiseParallel(), "2": RowwiseParallel()},
-    )
-    placements = {name: tuple(p.placements) for name, p in model.named_parameters()}
+    model = nn.ModuleDict({"col": nn.Embedding(10, 4), "row": nn.Embedding(10, 4)})
+    parallelize_module(model, mesh, {"col": ColwiseParallel(), "row": RowwiseParallel()})
+    placements = (model["col"].weight.placements[0], model["row"].weight.placements[0])
     dist.barrier()
     del model
     dist.destroy_process_group()
@@ -134,9 +132,8 @@ def _tp_placements() -> dict[str, tuple]:
 
 
 def test_the_accepted_placements_are_what_parallelize_module_gives():
-    placements = launch(_tp_placements, 2, timeout=60)[0]
-    answer = (placements["0.weight"][0], placements["2.weight"][0], placements["2.bias"][0])
-    assert check_linear_placements(*answer).ok
+    placements = launch(_tp_embedding_placements, 2, timeout=60)[0]
+    assert check_embedding_placements(*placements).ok
 
 
 def test_right_local_shape_passes():

@@ -2,7 +2,8 @@
 
 Each check compares the reader's answer with what PyTorch does and says what is right or wrong,
 with a hint, never the solution. The answers are computed from real tensors: the bytes from a
-real model's parameters, the local shape from `torch.chunk`, which is how `Shard(dim)` splits.
+real model's parameters, the local shape from `torch.chunk`, which is how `Shard(dim)` splits;
+the unit tests compare each accepted answer with what FSDP, DTensor and parallelize_module do.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.distributed.tensor import Partial, Placement, Replicate, Shard
+from torch.distributed.tensor import Placement, Shard
 
 from course_utils.exercises import CheckResult, failed, passed
 
@@ -96,13 +97,13 @@ def _placement_name(value: Any) -> str:
     return repr(value) if isinstance(value, Placement) else type(value).__name__
 
 
-def check_linear_placements(colwise_weight: Any, rowwise_weight: Any, rowwise_bias: Any) -> CheckResult:
-    """Check the placements an `nn.Linear`'s weights get under ColwiseParallel and RowwiseParallel."""
-    answers = {
-        "colwise_weight": colwise_weight,
-        "rowwise_weight": rowwise_weight,
-        "rowwise_bias": rowwise_bias,
-    }
+def check_embedding_placements(colwise_weight: Any, rowwise_weight: Any) -> CheckResult:
+    """Check the placements an `nn.Embedding`'s weight gets under ColwiseParallel and RowwiseParallel.
+
+    nn.Linear stores its weight as (out_features, in_features), nn.Embedding as
+    (num_embeddings, embedding_dim): the same plan shards them along opposite dims.
+    """
+    answers = {"colwise_weight": colwise_weight, "rowwise_weight": rowwise_weight}
     for name, value in answers.items():
         if value is None or value is Ellipsis:
             return failed(f"replace the `...` of `{name}` with a placement, such as Shard(1) or Replicate().")
@@ -110,29 +111,26 @@ def check_linear_placements(colwise_weight: Any, rowwise_weight: Any, rowwise_bi
             return failed(
                 f"`{name}` should be a placement (Shard(dim), Replicate()), not {_placement_name(value)}."
             )
-    if colwise_weight == Shard(1) and rowwise_weight == Shard(0):
-        return failed("the two weights are swapped: nn.Linear stores weight as (out_features, in_features).")
-    if colwise_weight != Shard(0):
+    if not all(isinstance(value, Shard) for value in answers.values()):
+        return failed("tensor parallelism splits the weight itself: each rank holds a part of it.")
+    if colwise_weight == Shard(0) and rowwise_weight == Shard(1):
         return failed(
-            "not `colwise_weight`: ColwiseParallel splits the output features; which dim of "
-            "nn.Linear's weight holds them?"
+            "those are nn.Linear's placements. nn.Embedding stores its weight the other way round: "
+            "print nn.Embedding(10, 4).weight.shape."
         )
-    if rowwise_weight != Shard(1):
+    if colwise_weight != Shard(1):
         return failed(
-            "not `rowwise_weight`: RowwiseParallel splits the input features; which dim holds them?"
+            "not `colwise_weight`: Colwise splits the output features; for an embedding those are "
+            "the embedding_dim numbers of each vector. Which dim of the weight holds them?"
         )
-    if isinstance(rowwise_bias, Partial):
+    if rowwise_weight != Shard(0):
         return failed(
-            "not `rowwise_bias`: the output is partial until the all-reduce, but the bias is added "
-            "once, after it: so every rank holds all of it."
-        )
-    if rowwise_bias != Replicate():
-        return failed(
-            "not `rowwise_bias`: the bias has one number per output feature, and Rowwise keeps all outputs."
+            "not `rowwise_weight`: Rowwise splits the input; for an embedding the input is a token id, "
+            "which picks a row. Which dim holds the rows?"
         )
     return passed(
-        "Colwise shards weight (and bias) on dim 0, the output features; Rowwise shards weight on "
-        "dim 1, the input features, and replicates the bias, added after the all-reduce."
+        "an embedding's weight is (num_embeddings, embedding_dim): Colwise splits each vector "
+        "(Shard(1)), Rowwise splits the vocabulary (Shard(0)), the opposite dims to nn.Linear's."
     )
 
 
