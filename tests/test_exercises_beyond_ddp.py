@@ -161,22 +161,23 @@ def test_wrong_local_shape_gets_a_hint(shape, hint):
     assert hint in result.message
 
 
-def _local_shapes(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """One rank: the local shape of a tensor distributed with Shard(0)."""
+def _local_shapes(shapes: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """One rank: the local shape of each tensor distributed with Shard(0)."""
     dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    local = tuple(distribute_tensor(torch.zeros(shape), mesh, [Shard(0)]).to_local().shape)
+    tensors = [distribute_tensor(torch.zeros(shape), mesh, [Shard(0)]) for shape in shapes]
+    local = [tuple(t.to_local().shape) for t in tensors]
     dist.barrier()
     dist.destroy_process_group()
     return local
 
 
 def test_expected_local_shape_is_what_dtensor_gives():
-    shapes = launch(_local_shapes, SHAPE_WORLD_SIZE, args=(SHAPE_GLOBAL,), timeout=60)
-    assert shapes == [
-        expected_local_shape(SHAPE_GLOBAL, SHAPE_WORLD_SIZE, r) for r in range(SHAPE_WORLD_SIZE)
-    ]
-    assert check_local_shape(shapes[SHAPE_RANK]).ok
+    shapes = [SHAPE_GLOBAL, (2, 3), (5, 2)]  # the exercise, then fewer rows than ranks, then uneven
+    by_rank = launch(_local_shapes, SHAPE_WORLD_SIZE, args=(shapes,), timeout=60)
+    for rank, local in enumerate(by_rank):
+        assert local == [expected_local_shape(shape, SHAPE_WORLD_SIZE, rank) for shape in shapes]
+    assert check_local_shape(by_rank[SHAPE_RANK][0]).ok
 
 
 def test_expected_local_shape_handles_empty_ranks_and_bad_input():
