@@ -45,6 +45,8 @@ def test_right_bytes_pass():
         ("16", FSDP, "whole number"),
         (DDP + 0.5, FSDP, "whole number"),
         (True, FSDP, "whole number"),
+        (float("inf"), FSDP, "whole number"),
+        (DDP, float("nan"), "whole number"),
         (PARAMS // 4, FSDP, "count of numbers"),
         (2 * PARAMS, FSDP, "parameters and gradients"),
         (3 * PARAMS, FSDP, "one copy short"),

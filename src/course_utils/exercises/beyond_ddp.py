@@ -8,6 +8,7 @@ the unit tests compare each accepted answer with what FSDP, DTensor and parallel
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -39,7 +40,7 @@ def _whole_number(value: Any, name: str) -> CheckResult | None:
     """A hint when `value` is not a whole number of bytes; None when it is."""
     if value is None or value is Ellipsis:
         return failed(f"replace the `...` of `{name}` with a number of bytes.")
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value % 1:
         return failed(f"`{name}` should be a whole number of bytes (an int).")
     return None
 
