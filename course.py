@@ -7,6 +7,9 @@
     python3 course.py regenerate [NOTEBOOK ...]
                                    re-execute notebooks top to bottom and store their outputs
     python3 course.py bench        time every notebook under nbval and measure its peak memory
+    python3 course.py site [--serve]
+                                   build the course's website from the stored outputs into
+                                   build/site/html (`--serve`: then serve it on 127.0.0.1)
 
 Set-up means: create the virtual environment `.venv` beside this file if it is missing and
 install the course (`pip install -e ".[test]"`) whenever `pyproject.toml` changed since the
@@ -63,8 +66,13 @@ def ensure_environment() -> Path:
     return venv_python()
 
 
+def site(python: Path, rest: list[str]) -> int:
+    """Build the course's website with scripts/site.py (`--serve`: serve it on 127.0.0.1 afterwards)."""
+    return run([python, "scripts/site.py", *rest])
+
+
 def main(argv: list[str]) -> int:
-    commands = {"lab", "test", "regenerate", "bench"}
+    commands = {"lab", "test", "regenerate", "bench", "site"}
     if not argv or argv[0] not in commands:
         print(__doc__)
         return 2
@@ -80,6 +88,8 @@ def main(argv: list[str]) -> int:
                 print("ruff found problems (above); `ruff check --fix . && ruff format .` fixes most.")
                 return status
         return run([python, "-m", "pytest", *rest])
+    if command == "site":
+        return site(python, rest)
     # The scripts run from the course root: a notebook path given from elsewhere is made absolute.
     rest = [str(Path(arg).resolve()) if Path(arg).is_file() else arg for arg in rest]
     if command == "regenerate":
