@@ -67,8 +67,8 @@ def ensure_environment() -> Path:
 
 
 def site(python: Path, rest: list[str]) -> int:
-    """Build the course's website with scripts/site.py (`--serve`: serve it on 127.0.0.1 afterwards)."""
-    return run([python, "scripts/site.py", *rest])
+    """Build the course's website with scripts/website.py (`--serve`: serve it on 127.0.0.1 afterwards)."""
+    return run([python, "scripts/website.py", *rest])
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,6 @@
 """Sphinx configuration of the course's website: the committed notebooks as pages, never executed.
 
-`scripts/site.py` stages the pages of this folder, README.md and notebooks/NN_*.ipynb into one
+`scripts/website.py` stages the pages of this folder, README.md and notebooks/NN_*.ipynb into one
 source tree laid out as the repository is, and builds it with this file (`sphinx-build -c docs`).
 """
 

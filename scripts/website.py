@@ -1,7 +1,7 @@
 """Build the course's website from the committed, executed notebooks (never re-executed), or serve it.
 
-    python scripts/site.py [--out DIR]                  build into DIR/html (default build/site)
-    python scripts/site.py [--out DIR] --serve [--port N]
+    python scripts/website.py [--out DIR]                  build into DIR/html (default build/site)
+    python scripts/website.py [--out DIR] --serve [--port N]
                                                         build, then serve on http://127.0.0.1:N/
 
 The pages of docs/, README.md (the home page includes it) and every notebooks/NN_*.ipynb are
@@ -77,13 +77,19 @@ def build(out: Path) -> Path:
     return html
 
 
-def serve(html: Path, port: int) -> None:
-    """Serve `html` on 127.0.0.1 only, until Ctrl+C."""
+def make_server(html: Path, port: int) -> http.server.ThreadingHTTPServer:
+    """An HTTP server for the built site in `html`, bound to 127.0.0.1 only (port 0: any free one)."""
+    if not (html / "index.html").is_file():
+        raise FileNotFoundError(f"no site in {html}: build it first with `python3 course.py site`")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
-        print(
-            f"Serving the course at http://127.0.0.1:{server.server_address[1]}/ (Ctrl+C stops)", flush=True
-        )
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+
+
+def serve(html: Path, port: int) -> None:
+    """Serve `html` on 127.0.0.1 until Ctrl+C."""
+    with make_server(html, port) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        print(f"Serving the course at {url} (Ctrl+C stops)", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:
@@ -105,7 +111,11 @@ def main(argv: list[str]) -> int:
         print(err, file=sys.stderr)
         return 1
     if args.serve:
-        serve(html, args.port)
+        try:
+            serve(html, args.port)
+        except OSError as err:
+            print(f"Cannot serve on 127.0.0.1:{args.port} ({err}): pick another with --port", file=sys.stderr)
+            return 1
     return 0
 
 
