@@ -22,9 +22,11 @@ REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8")
 BRANCH = "main"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # Widgets cannot run on a static page. Where a screenshot of one exists, the page shows it in the
-# widget's place, by page and by the widget's position on it; any other widget gets a note.
+# widget's place: keyed by page and by a piece of the code of the cell that displays the widget.
+# Any other widget gets a note. The screenshot is the widget alone as tests/test_browser_picker.py
+# leaves it (it saves 04_gpu_picker_widget.png under $COURSE_ARTIFACTS); copy that file here to renew it.
 WIDGET_SCREENSHOTS = {
-    ("notebooks/04_choosing_gpus", 0): (
+    ("notebooks/04_choosing_gpus", "GpuPicker(demo_inventory())"): (
         "/images/04_gpu_picker_demo.png",
         "Screenshot of the GPU picker on the demo fleet (made-up GPUs), taken in JupyterLab after "
         "asking for the 3 GPUs with most free memory.",
@@ -81,12 +83,23 @@ def launch_links(docname: str) -> tuple[str, str]:
     return binder, colab
 
 
-def stand_in_for_widget(doctree: nodes.document, docname: str, index: int) -> nodes.Element:
+def cell_source(node: nodes.Element) -> str:
+    """The code of the notebook cell an output node belongs to ("" outside a code cell)."""
+    cell = node.parent
+    while cell is not None and cell.get("nb_element") != "cell_code":
+        cell = cell.parent
+    if cell is None:
+        return ""
+    return next((block.astext() for block in cell.findall(nodes.literal_block)), "")
+
+
+def stand_in_for_widget(
+    doctree: nodes.document, docname: str, screenshot: tuple[str, str] | None
+) -> nodes.Element:
     """A static page's stand-in for a live widget: a labelled screenshot or a note, with launch links."""
     binder, colab = launch_links(docname)
     note = nodes.admonition(classes=["note", "widget-stand-in"])
     note += nodes.title(text="A live widget: this page is static")
-    screenshot = WIDGET_SCREENSHOTS.get((docname, index))
     if screenshot is not None:
         uri, caption = screenshot
         figure = nodes.figure(classes=["widget-screenshot"])
@@ -109,23 +122,25 @@ def stand_in_for_widget(doctree: nodes.document, docname: str, index: int) -> no
 def replace_widgets(app: Sphinx, doctree: nodes.document) -> None:
     """Put a stand-in in place of every widget output (widget state is not stored in the notebooks)."""
     docname = app.env.docname
-    index = 0
+    wanted = {code: shot for (page, code), shot in WIDGET_SCREENSHOTS.items() if page == docname}
+    used = set()
     for bundle in list(doctree.findall(nodes.container)):
         if bundle.get("nb_element") != "mime_bundle":
             continue
         if not any(child.get("mime_type") == WIDGET_MIME for child in bundle.children):
             continue
-        bundle.replace_self(stand_in_for_widget(doctree, docname, index))
-        index += 1
-    wanted = [key for key in WIDGET_SCREENSHOTS if key[0] == docname]
-    for key in wanted:
-        if key[1] >= index:
-            logging.getLogger(__name__).warning(
-                "%s has no widget number %d for its screenshot %s: update WIDGET_SCREENSHOTS in docs/conf.py",
-                docname,
-                key[1],
-                WIDGET_SCREENSHOTS[key][0],
-            )
+        source = cell_source(bundle)
+        code = next((code for code in wanted if code in source), None)
+        used.add(code)
+        bundle.replace_self(stand_in_for_widget(doctree, docname, wanted.get(code)))
+    for code in wanted.keys() - used:
+        logging.getLogger(__name__).warning(
+            "%s has no widget shown by a cell with %r, for the screenshot %s: update WIDGET_SCREENSHOTS "
+            "in docs/conf.py",
+            docname,
+            code,
+            wanted[code][0],
+        )
 
 
 def setup(app: Sphinx) -> None:

@@ -126,8 +126,8 @@ def built_pages(html_dir: Path) -> list[Path]:
 
 
 def notebook_pages() -> list[str]:
-    """The page each notebook should have, in course order."""
-    return [f"notebooks/{path.stem}.html" for path in course_notebooks()]
+    """The page each notebooks/NN_*.ipynb should have, in course order."""
+    return [f"notebooks/{path.stem}.html" for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 
 def notebook_title(path: Path) -> str:
@@ -237,8 +237,16 @@ def test_every_image_exists_and_the_notebook_figures_are_there(site):
 
 def test_the_gpu_picker_is_a_labelled_screenshot_with_live_links(site):
     page = site.page("notebooks/04_choosing_gpus.html")
-    assert page.text.count("A live widget: this page is static") == 2  # the demo picker and this machine's
-    assert "Screenshot of the GPU picker on the demo fleet" in page.text
+    cells = json.loads((ROOT / "notebooks" / "04_choosing_gpus.ipynb").read_text(encoding="utf-8"))["cells"]
+    widgets = [
+        "".join(cell["source"])
+        for cell in cells
+        for out in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in out.get("data", {})
+    ]
+    assert any("GpuPicker(demo_inventory())" in source for source in widgets)
+    assert page.text.count("A live widget: this page is static") == len(widgets)
+    assert page.text.count("Screenshot of the GPU picker on the demo fleet") == 1
     assert any(t == "img" and url.endswith("04_gpu_picker_demo.png") for t, url in page.links)
     raw = (site.html / "notebooks" / "04_choosing_gpus.html").read_text(encoding="utf-8")
     assert "application/vnd.jupyter.widget-view+json" not in raw  # no dead widget placeholder
