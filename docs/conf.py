@@ -38,7 +38,7 @@ author = "the course's authors"
 copyright = "the course's authors, MIT licence"
 language = "en"
 
-extensions = ["myst_nb", "sphinx_copybutton"]
+extensions = ["myst_nb", "sphinx_copybutton", "sphinx.ext.githubpages"]  # githubpages: .nojekyll
 root_doc = "index"
 exclude_patterns = ["README.md", "_build", "**.ipynb_checkpoints"]
 nitpicky = True

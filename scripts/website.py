@@ -70,7 +70,10 @@ def build(out: Path) -> Path:
     started = time.monotonic()
     status = subprocess.call(command, cwd=ROOT)
     if status != 0:
-        raise RuntimeError(f"Sphinx failed (exit status {status}): fix the warnings above and build again")
+        raise RuntimeError(
+            f"Sphinx failed (exit status {status}): fix the warnings above and build again "
+            f"(files under {stage} are copies of docs/, README.md and notebooks/)"
+        )
     print(
         f"Built {len(notebooks)} notebook pages in {time.monotonic() - started:.1f} s: {html / 'index.html'}"
     )

@@ -4,11 +4,12 @@ The test copies the notebook into a temporary root (the repository is never touc
 JupyterLab on 127.0.0.1 with a token and temporary config/data/runtime dirs, opens the notebook
 in headless Chromium through Playwright, runs all cells, then ticks GPUs and asks for the N
 freest in the demo-fleet picker, checking the `CUDA_VISIBLE_DEVICES` text the page shows. It
-saves a screenshot under $COURSE_ARTIFACTS (or pytest's tmp_path) and prints where.
+saves screenshots under $COURSE_ARTIFACTS (or pytest's tmp_path) and prints where: the page, and
+the widget alone, which the website shows as docs/images/04_gpu_picker_demo.png.
 
-Chromium is found at $COURSE_CHROMIUM, /usr/bin/chromium, or on PATH; without one the test
-skips. Playwright's own browser downloads are never used. Every wait has a timeout, and the
-server and the browser are stopped in `finally` blocks whatever happens.
+Chromium is found as tests/browser.py says; without one the test skips. Playwright's own browser
+downloads are never used. Every wait has a timeout, and the server and the browser are stopped
+in `finally` blocks whatever happens.
 """
 
 from __future__ import annotations
