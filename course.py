@@ -167,6 +167,11 @@ def bench(python: Path, args: list[str]) -> int:
     return run([python, "scripts/benchmark.py", *notebook_paths(args)])
 
 
+def site(python: Path, args: list[str]) -> int:
+    """Build the website from the stored outputs into build/site/html; --serve: serve it on 127.0.0.1."""
+    return run([python, "scripts/website.py", *args])
+
+
 def retarget(python: Path, args: list[str]) -> int:
     """Point every link (Binder, Colab, install lines) at [URL] (a fork), or at pyproject's; --check."""
     return run([python, "scripts/links.py", *args])
@@ -177,6 +182,7 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
     "test": test,
     "regenerate": regenerate,
     "bench": bench,
+    "site": site,
     "retarget": retarget,
 }
 # Commands that need only the standard library: they run with this Python, before any set-up.

@@ -4,11 +4,12 @@ The test copies the notebook into a temporary root (the repository is never touc
 JupyterLab on 127.0.0.1 with a token and temporary config/data/runtime dirs, opens the notebook
 in headless Chromium through Playwright, runs all cells, then ticks GPUs and asks for the N
 freest in the demo-fleet picker, checking the `CUDA_VISIBLE_DEVICES` text the page shows. It
-saves a screenshot under $COURSE_ARTIFACTS (or pytest's tmp_path) and prints where.
+saves screenshots under $COURSE_ARTIFACTS (or pytest's tmp_path) and prints where: the page, and
+the widget alone, which the website shows as docs/images/04_gpu_picker_demo.png.
 
-Chromium is found at $COURSE_CHROMIUM, /usr/bin/chromium, or on PATH; without one the test
-skips. Playwright's own browser downloads are never used. Every wait has a timeout, and the
-server and the browser are stopped in `finally` blocks whatever happens.
+Chromium is found as tests/browser.py says; without one the test skips. Playwright's own browser
+downloads are never used. Every wait has a timeout, and the server and the browser are stopped
+in `finally` blocks whatever happens.
 """
 
 from __future__ import annotations
@@ -30,26 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from browser import artifact_dir, chromium_page
 from notebook_hygiene import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "04_choosing_gpus.ipynb"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SERVER_START_S = 40
-UI_TIMEOUT_MS = 30_000
-
-
-def find_chromium() -> str | None:
-    """The Chromium executable to drive, or None when this machine has none."""
-    candidates = [os.environ.get("COURSE_CHROMIUM"), "/usr/bin/chromium"]
-    candidates += [shutil.which(name) for name in ("chromium", "chromium-browser")]
-    return next((c for c in candidates if c and Path(c).is_file() and os.access(c, os.X_OK)), None)
 
 
 def free_port() -> int:
@@ -180,29 +166,10 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
 
 
 @pytest.fixture
-def browser_page(tmp_path: Path) -> Iterator[object]:
-    """A page of headless Chromium (the system's, never a downloaded one), closed afterwards."""
-    chromium = find_chromium()
-    if chromium is None:
-        pytest.skip("no Chromium here (set COURSE_CHROMIUM or install Debian's chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium, args=CHROMIUM_ARGS, timeout=UI_TIMEOUT_MS
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1100})
-            page.set_default_timeout(UI_TIMEOUT_MS)
-            yield page
-        finally:
-            browser.close()
-
-
-def artifact_dir(tmp_path: Path) -> Path:
-    """Where screenshots go: $COURSE_ARTIFACTS when set, else this test's tmp_path."""
-    target = Path(os.environ.get("COURSE_ARTIFACTS") or tmp_path / "artifacts")
-    target.mkdir(parents=True, exist_ok=True)
-    return target
+def browser_page() -> Iterator[object]:
+    """A page of headless Chromium, closed afterwards."""
+    with chromium_page() as page:
+        yield page
 
 
 def test_picker_renders_and_reacts_in_a_real_browser(browser_page, lab, tmp_path):
@@ -259,6 +226,10 @@ def test_picker_renders_and_reacts_in_a_real_browser(browser_page, lab, tmp_path
             box = picker.locator(f".gpu-picker-check-{index} input[type=checkbox]")
             expect(box).to_be_checked(checked=ticked)
         expect(picker.locator(".gpu-picker-table")).to_contain_text("cuda:2")
+        # the widget alone, in this state: the website shows it as docs/images/04_gpu_picker_demo.png
+        widget_shot = artifact_dir(tmp_path) / "04_gpu_picker_widget.png"
+        picker.screenshot(path=str(widget_shot))
+        print(f"widget screenshot: {widget_shot}")
     finally:
         prompts = page.locator(".jp-InputArea-prompt").all_inner_texts()
         print("execution prompts:", " ".join(p.strip() for p in prompts))

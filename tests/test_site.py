@@ -1,0 +1,395 @@
+"""The course's website: built once into a temporary folder, then checked page by page and in Chromium.
+
+The build runs `scripts/website.py` as `python3 course.py site` does (every Sphinx warning is an
+error). The checks read the built HTML: a page for every notebook in course order with
+previous/next links, every internal link and anchor resolving, seed 003's per-replica sizes on
+the DataParallel page, every image present, launch links made from pyproject's repository URL,
+no path of the building machine. The browser test serves the site on 127.0.0.1 and drives
+headless Chromium through it (see tests/browser.py for how Chromium is found).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from browser import UI_TIMEOUT_MS, artifact_dir, chromium_page
+from notebook_hygiene import ROOT
+from website import course_notebooks, make_server
+
+BUILD_TIMEOUT_S = 300
+TEXT_SUFFIXES = {".html", ".js", ".json", ".txt", ".ipynb", ".css", ".inv"}
+# Beside the clone in CI; $COURSE_SEEDS names them elsewhere (the site builds without them).
+SEEDS = Path(os.environ.get("COURSE_SEEDS") or ROOT.parent / "shared" / "seeds")
+REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"][
+    "Repository"
+]
+
+
+@dataclass
+class Page:
+    """What the checks need from one built HTML page."""
+
+    ids: set[str] = field(default_factory=set)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (tag, url)
+    classes_links: list[tuple[str, str]] = field(default_factory=list)  # (class attribute, href)
+    text: str = ""
+
+
+class PageParser(HTMLParser):
+    """Collects ids, every href/src, and the visible text of a page (scripts and styles left out)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.page = Page()
+        self._skip = 0
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {name: value or "" for name, value in attrs}
+        for name in ("id", "name"):
+            if values.get(name) and (name == "id" or tag == "a"):
+                self.page.ids.add(values[name])
+        for name in ("href", "src"):
+            if name in values and tag in ("a", "link", "script", "img"):
+                self.page.links.append((tag, values[name]))
+        if tag == "a" and "href" in values:
+            self.page.classes_links.append((values.get("class", ""), values["href"]))
+        if tag in ("script", "style"):
+            self._skip += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "style"):
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self._text.append(data)
+
+    def close(self) -> None:
+        super().close()
+        self.page.text = "".join(self._text)
+
+
+def parse(path: Path) -> Page:
+    """Parse one built page."""
+    parser = PageParser()
+    parser.feed(path.read_text(encoding="utf-8"))
+    parser.close()
+    return parser.page
+
+
+@dataclass
+class Site:
+    """A built site: its HTML folder, the build's own folder, and what the build printed."""
+
+    html: Path
+    out: Path
+    log: str
+
+    def page(self, relative: str) -> Page:
+        """The parsed page at `relative` (e.g. notebooks/05_data_parallel.html)."""
+        return parse(self.html / relative)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """The site, built once for this module by the command `python3 course.py site` runs."""
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "website.py"), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, f"the site did not build:\n{log[-6000:]}"
+    print(log)
+    return Site(html=out / "html", out=out, log=log)
+
+
+def built_pages(html_dir: Path) -> list[Path]:
+    """Every page of the site (the theme's template fragments under _static/ are not pages)."""
+    return sorted(p for p in html_dir.rglob("*.html") if "_static" not in p.relative_to(html_dir).parts)
+
+
+def notebook_pages() -> list[str]:
+    """The page each notebooks/NN_*.ipynb should have, in course order."""
+    return [f"notebooks/{path.stem}.html" for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+
+
+def notebook_title(path: Path) -> str:
+    """The `# NN · Title` heading of a notebook's first cell."""
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    return first.splitlines()[0].removeprefix("# ").strip()
+
+
+def test_the_build_printed_no_warning(site):
+    assert "WARNING" not in site.log and "ERROR" not in site.log, site.log[-4000:]
+    assert f"Built {len(course_notebooks())} notebook pages" in site.log
+
+
+def test_a_page_for_every_notebook_in_course_order(site):
+    pages = notebook_pages()
+    assert pages == sorted(pages) and len(pages) >= 10
+    for path, relative in zip(course_notebooks(), pages, strict=True):
+        page = site.page(relative)
+        assert notebook_title(path) in page.text, f"{relative} lacks its title"
+    # the home page's navigation lists them in the same order
+    home = [
+        href for _, href in site.page("index.html").links if re.fullmatch(r"notebooks/\d\d_\w+\.html", href)
+    ]
+    assert list(dict.fromkeys(home)) == pages
+    # following "next" from the home page visits every notebook in order, then the seeds page
+    visited, current = [], "index.html"
+    for _ in range(len(pages) + 1):
+        nexts = [href for cls, href in site.page(current).classes_links if "right-next" in cls.split()]
+        assert len(nexts) == 1, f"{current} has {len(nexts)} 'next' links"
+        current = os.path.normpath(Path(current).parent / nexts[0]).replace(os.sep, "/")
+        visited.append(current)
+    assert visited == [*pages, "seeds.html"]
+    # and "previous" leads back
+    previous = [href for cls, href in site.page(pages[1]).classes_links if "left-prev" in cls.split()]
+    assert previous == [Path(pages[0]).name]
+
+
+def test_every_internal_link_and_anchor_resolves(site):
+    pages = built_pages(site.html)
+    parsed = {path: parse(path) for path in pages}
+    checked, broken = 0, []
+    for path, page in parsed.items():
+        for tag, url in page.links:
+            parts = urlsplit(url)
+            if parts.scheme or parts.netloc or url.startswith(("mailto:", "javascript:")) or not url:
+                continue
+            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+            if target.is_dir():
+                target = target / "index.html"
+            checked += 1
+            if not target.is_file():
+                broken.append(f"{path.relative_to(site.html)}: <{tag}> {url} (no file)")
+            elif parts.fragment and target.suffix == ".html":
+                ids = parsed[target].ids if target in parsed else parse(target).ids
+                if unquote(parts.fragment) not in ids:
+                    broken.append(f"{path.relative_to(site.html)}: <{tag}> {url} (no such anchor)")
+    assert not broken, "\n".join(broken)
+    assert checked > 500, f"only {checked} internal links: is the parser still finding them?"
+    # the seeds page links into the notebooks' sections, and those resolved above
+    seeds = [url for _, url in site.page("seeds.html").links if url.startswith("notebooks/") and "#" in url]
+    assert len(seeds) >= 40
+
+
+def seed_003_listing(gpus: int, replicas: list[list[int]]) -> str:
+    """The lines seed 003's loop prints for `gpus` GPUs, replicas in device order."""
+    lines = [f"SIMULATED {gpus} GPUs (replicas run one after another on the CPU, in device order)"]
+    for batch in replicas:
+        for rows in batch:
+            lines.append(
+                f"\tIn Model: input size torch.Size([{rows}, 5]) output size torch.Size([{rows}, 2])"
+            )
+        total = sum(batch)
+        lines.append(f"Outside: input size torch.Size([{total}, 5]) output_size torch.Size([{total}, 2])")
+    return "\n".join(lines)
+
+
+def test_seed_003_per_replica_tables_on_the_dataparallel_page(site):
+    text = site.page("notebooks/05_data_parallel.html").text
+    spec = {  # COURSE_SPEC's seed 003 reference, in device order
+        2: [[15, 15], [15, 15], [15, 15], [5, 5]],
+        3: [[10, 10, 10], [10, 10, 10], [10, 10, 10], [4, 4, 2]],
+        8: [[4] * 7 + [2], [4] * 7 + [2], [4] * 7 + [2], [2] * 5],
+    }
+    for gpus, replicas in spec.items():
+        assert seed_003_listing(gpus, replicas) in text, f"seed 003's {gpus}-GPU listing is not on the page"
+    assert "SIMULATED 4 GPUs" not in text
+
+
+def test_every_image_exists_and_the_notebook_figures_are_there(site):
+    images = 0
+    for path in built_pages(site.html):
+        for tag, url in parse(path).links:
+            if tag != "img" or urlsplit(url).scheme:
+                continue
+            target = (path.parent / unquote(urlsplit(url).path)).resolve()
+            assert target.is_file() and target.stat().st_size > 100, f"{path.name}: missing image {url}"
+            head = target.read_bytes()[:200]
+            assert head.startswith(b"\x89PNG") or b"<svg" in head, f"{url} is not a PNG or SVG image"
+            images += 1
+    for notebook in course_notebooks():
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        plots = sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
+        shown = [u for t, u in site.page(f"notebooks/{notebook.stem}.html").links if t == "img"]
+        assert len([u for u in shown if "_images/" in u]) >= plots, f"{notebook.name}: a figure is missing"
+    assert images >= 3
+
+
+def test_the_gpu_picker_is_a_labelled_screenshot_with_live_links(site):
+    page = site.page("notebooks/04_choosing_gpus.html")
+    cells = json.loads((ROOT / "notebooks" / "04_choosing_gpus.ipynb").read_text(encoding="utf-8"))["cells"]
+    widgets = [
+        "".join(cell["source"])
+        for cell in cells
+        for out in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in out.get("data", {})
+    ]
+    assert any("GpuPicker(demo_inventory())" in source for source in widgets)
+    assert page.text.count("A live widget: this page is static") == len(widgets)
+    assert page.text.count("Screenshot of the GPU picker on the demo fleet") == 1
+    assert any(t == "img" and url.endswith("04_gpu_picker_demo.png") for t, url in page.links)
+    raw = (site.html / "notebooks" / "04_choosing_gpus.html").read_text(encoding="utf-8")
+    assert "application/vnd.jupyter.widget-view+json" not in raw  # no dead widget placeholder
+
+
+def test_launch_links_come_from_the_one_repository_url(site):
+    owner_repo = urlsplit(REPOSITORY).path.strip("/")
+    for relative in notebook_pages():
+        hrefs = [href for _, href in site.page(relative).links]
+        notebook = relative.removesuffix(".html") + ".ipynb"
+        binder = [h for h in hrefs if h.startswith(f"https://mybinder.org/v2/gh/{owner_repo}/")]
+        colab = [h for h in hrefs if h.startswith("https://colab.research.google.com/github/")]
+        assert binder and all(notebook.replace("/", "%2F") in h or notebook in h for h in binder), relative
+        assert colab and all(h.endswith(f"/{owner_repo}/blob/main/{notebook}") for h in colab), relative
+
+
+def test_no_page_contains_a_path_of_the_building_machine(site):
+    paths = {str(site.out), str(site.out.resolve()), str(ROOT), os.path.expanduser("~")}
+    paths = {p for p in paths if len(p) > 1}
+    leaks = []
+    for path in sorted(site.html.rglob("*")):
+        if not path.is_file() or path.suffix not in {
+            ".html",
+            ".js",
+            ".json",
+            ".txt",
+            ".ipynb",
+            ".css",
+            ".inv",
+        }:
+            continue
+        content = path.read_bytes().decode("utf-8", errors="replace")
+        leaks += [f"{path.relative_to(site.html)}: {p}" for p in paths if p in content]
+        leaks += [f"{path.relative_to(site.html)}: /tmp/" for _ in re.findall(r"(?<![\w.])/tmp/\w", content)]
+    assert not leaks, "\n".join(leaks[:20])
+
+
+def test_the_seeds_page_cites_every_seed_and_copies_none(site):
+    page = site.page("seeds.html")
+    for number in ("000", "001", "002", "003", "004"):
+        assert f"Seed {number}" in page.text
+    if not SEEDS.is_dir():
+        pytest.skip(f"the seeds are not beside this clone ({SEEDS}); the page was checked without them")
+    cjk = re.compile(r"[\u4e00-\u9fff]{8,}")
+    for seed in sorted(SEEDS.glob("00[0-4]_*.txt")):
+        runs = set(cjk.findall(seed.read_text(encoding="utf-8")))
+        copied = [run for run in runs if run in page.text and len(run) > 12]
+        assert not copied, f"{seed.name}: text copied onto the seeds page: {copied}"
+
+
+@pytest.fixture(scope="module")
+def served(site: Site) -> Iterator[str]:
+    """The built site served on 127.0.0.1 by the server `--serve` uses, stopped afterwards."""
+    server = make_server(site.html, 0)
+    host, port = server.server_address[:2]
+    assert host == "127.0.0.1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+TINY_SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
+
+
+def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
+    from playwright.sync_api import expect
+
+    with chromium_page() as page:
+        console: list[str] = []
+        outside: list[tuple[str, str]] = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda err: console.append(f"page error: {err}"))
+
+        def offline(route: object) -> None:
+            # The test machine has no network: anything from elsewhere is recorded and answered here.
+            request = route.request
+            if request.url.startswith(served):
+                route.continue_()
+            else:
+                outside.append((request.resource_type, request.url))
+                route.fulfill(status=200, content_type="image/svg+xml", body=TINY_SVG)
+
+        page.route("**/*", offline)
+        shots = artifact_dir(tmp_path)
+        try:
+            page.goto(f"{served}/index.html")
+            expect(page.locator("h1").first).to_contain_text(
+                "PyTorch on GPUs, hands-on", timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("nav.bd-links")).to_contain_text("05 · DataParallel", timeout=UI_TIMEOUT_MS)
+
+            page.locator("nav.bd-links a", has_text="05 · DataParallel").first.click()
+            expect(page).to_have_url(re.compile(r"/notebooks/05_data_parallel\.html$"), timeout=UI_TIMEOUT_MS)
+            expect(page.locator("h1").first).to_contain_text("05 · DataParallel", timeout=UI_TIMEOUT_MS)
+            listing = page.locator("pre", has_text="SIMULATED 8 GPUs").first
+            listing.scroll_into_view_if_needed()
+            expect(listing).to_contain_text(
+                "In Model: input size torch.Size([2, 5]) output size", timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("a[href^='https://mybinder.org/v2/gh/']")).to_have_count(
+                1, timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("a[href^='https://colab.research.google.com/github/']")).to_have_count(
+                1, timeout=UI_TIMEOUT_MS
+            )
+            # the page's own table of contents, and a copy button on the code cells
+            toc = page.locator("#pst-page-toc-nav")
+            expect(toc).to_contain_text("Seed 003 on 2, 3 and 8 GPUs", timeout=UI_TIMEOUT_MS)
+            expect(page.locator("button.copybtn").first).to_be_attached(timeout=UI_TIMEOUT_MS)
+            page.screenshot(path=str(shots / "site_05_data_parallel.png"))
+
+            page.locator("a.right-next").click()
+            expect(page).to_have_url(
+                re.compile(r"/notebooks/06_distributed_data_parallel\.html$"), timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("h1").first).to_contain_text("06 ·", timeout=UI_TIMEOUT_MS)
+
+            page.wait_for_load_state("load")  # the theme's scripts (search dialog) have run
+            page.locator("button.search-button-field:visible").first.click()
+            box = page.locator("input[name=q]:visible").first
+            expect(box).to_be_focused(timeout=UI_TIMEOUT_MS)
+            box.fill("DistributedSampler")
+            box.press("Enter")
+            expect(page).to_have_url(
+                re.compile(r"/search\.html\?q=DistributedSampler"), timeout=UI_TIMEOUT_MS
+            )
+            results = page.locator("#search-results ul.search li")
+            expect(results.first).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(page.locator("#search-results")).to_contain_text(
+                "DistributedDataParallel with real processes", timeout=UI_TIMEOUT_MS
+            )
+            page.screenshot(path=str(shots / "site_search.png"))
+        finally:
+            try:
+                page.screenshot(path=str(shots / "site_last_page.png"), timeout=10_000)
+            except Exception as err:  # never hide the test's own failure behind a failed screenshot
+                print(f"no screenshot ({type(err).__name__}: {err})")
+            print(f"screenshots in {shots}")
+        assert console == [], "\n".join(console)
+        # only images come from elsewhere (the README's Binder badge): scripts and styles are local
+        assert all(kind == "image" for kind, _ in outside), outside
