@@ -8,8 +8,7 @@ from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
 def test_no_argument_means_every_numbered_notebook_in_order():
     found, missing = notebooks_from_args([])
     assert missing == [] and found == sorted(found)
-    numbers = [int(p.name[:2]) for p in found]
-    assert numbers == sorted(set(numbers)) and numbers[0] == 0
+    assert [p.name[:3] for p in found] == [f"{n:02d}_" for n in range(len(found))]
 
 
 def test_a_path_and_a_bare_name_find_the_same_notebook(tmp_path, monkeypatch):
