@@ -22,6 +22,7 @@ import difflib
 import signal
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,6 +37,7 @@ from nbclient.exceptions import CellExecutionError
 from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
 
 KERNEL_NAME = "course-current-env"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MARKER_TAGS = {"NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "NBVAL_SKIP": "nbval-skip"}
 
 
@@ -81,6 +83,20 @@ def merge_streams(nb: nbformat.NotebookNode) -> None:
             else:
                 merged.append(output)
         cell.outputs = merged
+
+
+def number_widget_views(nb: nbformat.NotebookNode, name: str) -> None:
+    """Give widget views ids that depend on their place, not on chance: no widget state is stored,
+    so an id refers to nothing, and a random one would change the file at every run."""
+    views = (
+        data
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if (data := output.get("data", {}).get(WIDGET_VIEW))
+    )
+    for number, view in enumerate(views):
+        view["model_id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}#widget-{number}")).replace("-", "")
 
 
 def change_summary(before: str, after: str) -> str:
@@ -183,6 +199,7 @@ def regenerate(path: Path) -> tuple[float, str]:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("widgets", None)
     merge_streams(nb)
+    number_widget_views(nb, path.name)
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return elapsed, change_summary(before, path.read_text(encoding="utf-8"))

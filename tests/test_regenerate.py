@@ -13,7 +13,7 @@ import nbformat
 import pytest
 import regenerate as regenerate_module
 from notebook_args import notebooks_from_args
-from regenerate import change_summary, marker_tags, merge_streams, regenerate, sync_marker_tags
+from regenerate import WIDGET_VIEW, change_summary, marker_tags, merge_streams, regenerate, sync_marker_tags
 
 
 def test_marker_tags_read_leading_comments_only():
@@ -67,6 +67,19 @@ def test_printing_in_chunks_is_stored_as_one_output_and_a_second_run_changes_no_
     assert [o.output_type for o in answered.outputs] == ["stream", "execute_result"]
     assert regenerate(path)[1] == "unchanged"
     assert path.read_bytes() == first
+
+
+def test_a_notebook_with_widgets_is_byte_stable_too(tmp_path):
+    path = tmp_path / "widgets.ipynb"
+    code = "import ipywidgets\nipywidgets.IntSlider(3)\n"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for _ in "ab"]), path)
+    regenerate(path)
+    first = path.read_bytes()
+    ids = [
+        c.outputs[0].data[WIDGET_VIEW]["model_id"] for c in nbformat.reads(first.decode(), as_version=4).cells
+    ]
+    assert len(set(ids)) == 2  # each view its own id, stable from run to run
+    assert regenerate(path)[1] == "unchanged"
 
 
 def test_merge_streams_joins_only_consecutive_outputs_of_one_stream():
