@@ -20,11 +20,16 @@ FORK = "https://github.com/an-instructor/my-gpu-course"
 
 @pytest.fixture
 def course_copy(tmp_path):
+    """The course's linked files, its notebooks as they were before any sync: no badge, no set-up cell."""
     for name in links.TEXT_FILES:
         shutil.copy(ROOT / name, tmp_path / name)
     (tmp_path / "notebooks").mkdir()
     for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
-        shutil.copy(path, tmp_path / "notebooks" / path.name)
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        nb["cells"] = [c for c in nb["cells"] if c.get("id") != links.SETUP_CELL_ID]
+        title = nb["cells"][0]
+        title["source"] = links.BADGE_LINE.sub("", "".join(title["source"])).splitlines(keepends=True)
+        (tmp_path / "notebooks" / path.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
     return tmp_path
 
 
