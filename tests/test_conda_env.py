@@ -37,7 +37,11 @@ def environment_packages(text: str) -> tuple[set[str], set[str]]:
 
 def course_requirements() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    needs = project["dependencies"] + project["optional-dependencies"]["test"]
+    extras, needs = project["optional-dependencies"], list(project["dependencies"])
+    for requirement in extras["test"]:
+        own = re.fullmatch(rf"{re.escape(project['name'])}\[([\w,\s-]+)\]", requirement)
+        # The course's own extras that the tests pull in (`course-utils[site]`): their packages.
+        needs += [r for extra in own[1].split(",") for r in extras[extra.strip()]] if own else [requirement]
     return {name_of(requirement) for requirement in needs}
 
 

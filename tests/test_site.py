@@ -354,8 +354,9 @@ def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
             expect(page.locator("a[href^='https://mybinder.org/v2/gh/']")).to_have_count(
                 1, timeout=UI_TIMEOUT_MS
             )
+            # two ways to Colab: the theme's launch button and the notebook's own badge under its title
             expect(page.locator("a[href^='https://colab.research.google.com/github/']")).to_have_count(
-                1, timeout=UI_TIMEOUT_MS
+                2, timeout=UI_TIMEOUT_MS
             )
             # the page's own table of contents, and a copy button on the code cells
             toc = page.locator("#pst-page-toc-nav")
