@@ -4,6 +4,12 @@
     python3 course.py lab          set up (if needed) and open the course in JupyterLab
     python3 course.py test         set up (if needed) and run every test: ruff, unit tests,
                                    every notebook under strict nbval
+    python3 course.py test --torch VERSION [--cuda|--cpu] [PYTEST ARGS]
+                                   the same tests against another PyTorch release, in its own
+                                   environment .venv-torch-VERSION/ (scripts/torch_matrix.py)
+    python3 course.py test --stress [--rounds N]
+                                   the notebooks that start processes, N times (default 3),
+                                   while the CPUs are kept busy (scripts/stress.py)
     python3 course.py regenerate [NOTEBOOK ...]
                                    re-execute notebooks top to bottom and store their outputs
     python3 course.py bench        time every notebook under nbval and measure its peak memory
@@ -69,7 +75,11 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
+    if command == "test" and rest[:1] == ["--torch"]:
+        return run([sys.executable, "scripts/torch_matrix.py", *rest])
     python = ensure_environment()
+    if command == "test" and rest[:1] == ["--stress"]:
+        return run([python, "scripts/stress.py", *rest])
     if command == "lab":
         start = rest or ["notebooks/00_start_here.ipynb"]
         return run([python, "-m", "jupyterlab", *start])
