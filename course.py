@@ -148,7 +148,9 @@ def lab(python: Path, args: list[str]) -> int:
 
 
 def test(python: Path, args: list[str]) -> int:
-    """Run ruff, then pytest: every test and notebook, or the pytest ARGUMENTs given."""
+    """Run ruff, then pytest (or the pytest ARGUMENTs given); --torch VERSION, --stress: see README."""
+    if args[:1] == ["--stress"]:  # the notebooks that start processes, N rounds, CPUs kept busy
+        return run([python, "scripts/stress.py", *args])
     for lint in (["check"], ["format", "--check"]):
         status = run([python, "-m", "ruff", *lint, "."])
         if status != 0:
@@ -206,6 +208,8 @@ def main(argv: list[str]) -> int:
         unknown = f'"{argv[0]}" is not a command of course.py.\n' if argv else "No command given.\n"
         print(unknown + usage(), file=sys.stderr)
         return 2
+    if argv[:2] == ["test", "--torch"]:  # another release, in its own environment: not .venv
+        return run([sys.executable, "scripts/torch_matrix.py", *argv[1:]])
     python = Path(sys.executable) if argv[0] in WITHOUT_SETUP else ensure_environment()
     return COMMANDS[argv[0]](python, argv[1:])
 

@@ -11,8 +11,11 @@ reads the control group (cgroup) limits of this process and shows them where the
 
 from __future__ import annotations
 
+import operator
 import os
 import platform
+import re
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -24,6 +27,8 @@ import torch
 
 from course_utils.gpus import Inventory, nvml_inventory
 
+# The course's root: every install route installs course_utils editable (`pip install -e .`).
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 _V1_NO_LIMIT = 2**60  # cgroup v1 writes about 2**63 (rounded to a page) for "no memory limit"
@@ -135,6 +140,53 @@ def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_S
     return CgroupLimits(memory_bytes=memory, cpus=_smallest(cpus))
 
 
+def supported_torch(pyproject: Path = PYPROJECT) -> str:
+    """The PyTorch releases the course supports, e.g. ">=2.13,<2.16": `[tool.course]` in pyproject.toml."""
+    try:
+        return tomllib.loads(pyproject.read_text())["tool"]["course"]["supported-torch"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as err:
+        raise ValueError(
+            f"No supported PyTorch range in {pyproject.name} ([tool.course] supported-torch): {err!r}. "
+            "Install the course from its repository with `pip install -e .`."
+        ) from err
+
+
+_COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version: "2.14.1+cu130" -> (2, 14, 1); "2.16.0.dev20260101" -> (2, 16, 0)."""
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if found is None:
+        raise ValueError(f"{version!r} is not a version; pass one such as torch.__version__ ('2.13.0+cpu').")
+    return tuple(int(part) for part in found.group().split("."))
+
+
+def torch_in_range(version: str, spec: str) -> bool:
+    """Whether a PyTorch version lies in a range such as ">=2.13,<2.16" (local labels like +cpu ignored)."""
+    have = _release(version)
+    for clause in spec.split(","):
+        found = re.fullmatch(r"\s*(>=|<=|==|>|<)\s*(\d+(?:\.\d+)*)\s*", clause)
+        if found is None:
+            raise ValueError(f"Cannot read {clause!r} in the range {spec!r}; write it like '>=2.13,<2.16'.")
+        bound = _release(found.group(2))
+        width = max(len(have), len(bound))
+        padded = have + (0,) * (width - len(have)), bound + (0,) * (width - len(bound))
+        if not _COMPARE[found.group(1)](*padded):
+            return False
+    return True
+
+
+def torch_support(version: str, spec: str) -> str:
+    """One line on a PyTorch version against the supported range: fine, or what fails and how to get one."""
+    if torch_in_range(version, spec):
+        return f"{version} (in the course's supported range {spec})"
+    return (
+        f"{version}: NOT in the course's supported range {spec}, so some cells may fail or print other "
+        f'outputs; get a supported one with `pip install "torch{spec}"` or `python3 course.py lab`'
+    )
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
@@ -145,6 +197,7 @@ class EnvironmentReport:
 
     python_version: str
     torch_version: str
+    supported_torch: str | None  # the course's supported range; None where pyproject.toml is absent
     torch_cuda_build: str | None  # CUDA version torch was built with; None for a CPU build
     accelerator: str | None  # torch.accelerator's device type: "cuda", "mps", "xpu"... or None
     accelerator_count: int
@@ -171,6 +224,11 @@ class EnvironmentReport:
             )
         return f"{self.usable_cpu_cores} / {self.cpu_cores}"
 
+    def _torch_row(self) -> str:
+        if self.supported_torch is None:
+            return f"{self.torch_version} (supported range unknown: the course's pyproject.toml is missing)"
+        return torch_support(self.torch_version, self.supported_torch)
+
     def _ram_row(self) -> str:
         if self.usable_ram_bytes < self.ram_bytes:
             return f"{_gib(self.usable_ram_bytes)} (container limit; host has {_gib(self.ram_bytes)})"
@@ -186,7 +244,7 @@ class EnvironmentReport:
         visible = "(not set)" if self.cuda_visible_devices is None else repr(self.cuda_visible_devices)
         return [
             ("Python", self.python_version),
-            ("PyTorch", self.torch_version),
+            ("PyTorch", self._torch_row()),
             ("PyTorch built with CUDA", self.torch_cuda_build or "no (CPU-only build)"),
             ("Accelerator (torch.accelerator)", self.accelerator or "none: running on the CPU"),
             ("Accelerator devices", str(self.accelerator_count)),
@@ -238,9 +296,14 @@ def environment_report(
     except AttributeError:  # macOS and Windows have no affinity call
         usable = os.cpu_count() or 1
     limits = read_cgroup_limits(cgroup_root, proc_self_cgroup)
+    try:
+        spec: str | None = supported_torch(PYPROJECT)
+    except ValueError:
+        spec = None
     return EnvironmentReport(
         python_version=platform.python_version(),
         torch_version=torch.__version__,
+        supported_torch=spec,
         torch_cuda_build=torch.version.cuda,
         accelerator=kind,
         accelerator_count=count,

@@ -1,0 +1,137 @@
+"""`course.py test --torch VERSION` and `--stress`: arguments, environment names, the load; no downloads."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import stress
+import torch_matrix
+
+import course
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_release_and_pytest_arguments():
+    request = torch_matrix.parse(["--torch", "2.14.1", "notebooks/", "-x"])
+    assert request == torch_matrix.Request("2.14.1", None, ("notebooks/", "-x"))
+    assert request.env_name == ".venv-torch-2.14.1"
+
+
+@pytest.mark.parametrize("build", ["cuda", "cpu"])
+def test_a_build_gets_its_own_environment(build):
+    request = torch_matrix.parse(["--torch", "2.13.0", f"--{build}"])
+    assert request.build == build and request.pytest_args == ()
+    assert request.env_name == f".venv-torch-2.13.0-{build}"
+
+
+def test_another_python_gets_its_own_environment():
+    request = torch_matrix.parse(["--torch", "2.13.0", "--python", "3.12", "--cuda", "-k", "env"])
+    assert request == torch_matrix.Request("2.13.0", "cuda", ("-k", "env"), "3.12")
+    assert request.env_name == ".venv-torch-2.13.0-cuda-py3.12"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--torch", "2.13.0", "--python"], "minor version such as 3.12"),
+        (["--torch", "2.13.0", "--python", "python3.12"], "minor version such as 3.12"),
+        (["--torch"], "Name the PyTorch release"),
+        (["--torch", "2.14"], "full release number"),
+        (["--torch", "latest"], "full release number"),
+        (["--torch", "2.14.1", "--cuda", "--cpu"], "not both"),
+    ],
+)
+def test_bad_arguments_say_what_to_pass(argv, message):
+    with pytest.raises(ValueError, match=message):
+        torch_matrix.parse(argv)
+    assert torch_matrix.main(argv) == 2
+
+
+def test_the_pin_is_replaced_and_everything_else_kept():
+    reqs = torch_matrix.requirements(torch_matrix.parse(["--torch", "2.14.1"]), ROOT / "pyproject.toml")
+    assert "torch==2.14.1" in reqs
+    assert not [r for r in reqs if r.startswith("torch") and r != "torch==2.14.1"]
+    assert "psutil>=5.9" in reqs and "pytest>=8.2" in reqs and "nbval>=0.11" in reqs
+    cpu = torch_matrix.requirements(
+        torch_matrix.parse(["--torch", "2.14.1", "--cpu"]), ROOT / "pyproject.toml"
+    )
+    assert cpu[:3] == ["--extra-index-url", torch_matrix.CPU_INDEX, "torch==2.14.1+cpu"]
+
+
+def test_a_pyproject_without_one_torch_pin_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\ndependencies = ["numpy"]\n[project.optional-dependencies]\ntest = []\n'
+    )
+    with pytest.raises(ValueError, match="one torch requirement"):
+        torch_matrix.requirements(torch_matrix.parse(["--torch", "2.14.1"]), tmp_path / "pyproject.toml")
+
+
+def test_course_py_hands_other_releases_to_the_script_before_any_set_up(monkeypatch):
+    calls = []
+    monkeypatch.setattr(course, "run", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(course, "ensure_environment", lambda: pytest.fail("--torch must not set up .venv"))
+    assert course.main(["test", "--torch", "2.14.1", "--cuda", "notebooks/"]) == 0
+    assert calls == [[sys.executable, "scripts/torch_matrix.py", "--torch", "2.14.1", "--cuda", "notebooks/"]]
+
+
+def test_course_py_runs_the_stress_script_in_the_course_environment(monkeypatch):
+    calls = []
+    monkeypatch.setattr(course, "run", lambda cmd: calls.append(cmd) or 0)
+    monkeypatch.setattr(course, "ensure_environment", lambda: Path("venv-python"))
+    assert course.main(["test", "--stress", "--rounds", "2"]) == 0
+    assert calls == [[Path("venv-python"), "scripts/stress.py", "--stress", "--rounds", "2"]]
+
+
+@pytest.mark.parametrize(
+    ("argv", "rounds"),
+    [(["--stress"], 3), (["--stress", "--rounds", "5"], 5), (["--stress", "--rounds", "1"], 1)],
+)
+def test_stress_rounds(argv, rounds):
+    assert stress.parse(argv) == rounds
+
+
+@pytest.mark.parametrize(
+    "argv", [["--stress", "--rounds", "0"], ["--stress", "--rounds"], ["--stress", "-n", "2"]]
+)
+def test_bad_stress_arguments_say_what_to_pass(argv):
+    with pytest.raises(ValueError, match="whole number of at least 1"):
+        stress.parse(argv)
+    assert stress.main(argv) == 2
+
+
+def _notebook(path: Path, course_block: object) -> None:
+    path.write_text(json.dumps({"cells": [], "metadata": {"course": course_block}}))
+
+
+def test_the_process_notebooks_come_from_their_metadata(tmp_path):
+    _notebook(tmp_path / "01_quiet.ipynb", {"starts_processes": False})
+    _notebook(tmp_path / "06_spawns.ipynb", {"starts_processes": True})
+    _notebook(tmp_path / "03_spawns_too.ipynb", {"starts_processes": True})
+    assert stress.process_notebooks(tmp_path) == [
+        tmp_path / "03_spawns_too.ipynb",
+        tmp_path / "06_spawns.ipynb",
+    ]
+    _notebook(tmp_path / "07_unsaid.ipynb", {})
+    with pytest.raises(ValueError, match=r"07_unsaid\.ipynb has no `course\.starts_processes`"):
+        stress.process_notebooks(tmp_path)
+
+
+def test_the_course_has_process_notebooks():
+    names = [path.name for path in stress.process_notebooks(ROOT / "notebooks")]
+    assert "06_distributed_data_parallel.ipynb" in names
+    assert "00_start_here.ipynb" not in names
+
+
+def test_the_load_spins_and_is_stopped_on_leaving():
+    with stress.cpu_load(2, limit_s=60) as procs:
+        assert len(procs) == 2 and all(proc.poll() is None for proc in procs)
+    assert all(proc.returncode is not None for proc in procs)
+
+
+def test_the_load_stops_by_itself_at_its_limit():
+    with stress.cpu_load(1, limit_s=0.5) as (proc,):
+        assert proc.wait(timeout=30) == 0
