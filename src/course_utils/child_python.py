@@ -163,7 +163,7 @@ def run_python(
     timeout = check_timeout(timeout)
     child = subprocess.Popen(
         [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)],
-        env=child_env(env),
+        env={"PYTHON_COLORS": "0"} | child_env(env),  # plain tracebacks (Python 3.13 colours them)
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
