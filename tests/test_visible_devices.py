@@ -350,7 +350,7 @@ def test_physical_of_accepts_numpy_integers():
 @pytest.mark.parametrize("value", [0, None, 1.5, ["0"], b"0"])
 def test_set_visible_devices_takes_text_only_and_stores_nothing_else(value, environ, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    with pytest.raises(TypeError, match=r"value is the text to set, such as '0,4'"):
+    with pytest.raises(TypeError, match=r"pass a str such as '0,4'"):
         set_visible_devices(value, environ=environ, cuda_initialized=False)
     assert "CUDA_VISIBLE_DEVICES" not in (os.environ if environ is None else environ)
 

@@ -503,11 +503,7 @@ def set_visible_devices(
     002's bug). With an inventory the value is checked strictly first (ValueError). Returns
     the previous value (None when it was unset) so that the caller can see what it replaced.
     """
-    if not isinstance(value, str):
-        raise TypeError(
-            f"value is the text to set, such as '0,4' ('' hides every GPU), not {value!r} "
-            f"({type(value).__name__}); visible_devices_value([0, 4]) writes it from a list."
-        )
+    _check(value, unset=False)
     if environ is not None and not isinstance(environ, MutableMapping):
         raise TypeError(
             f"environ is a dict-like environment to set the variable in (None: os.environ), not {environ!r}"

@@ -33,3 +33,12 @@ def passed(message: str) -> CheckResult:
 def failed(message: str) -> CheckResult:
     """An unsuccessful verdict with a hint on what to look at, not the answer."""
     return CheckResult(False, message)
+
+
+def not_a_function(answer: object, call: str) -> CheckResult | None:
+    """The verdict for an answer that should be a function but is not (`call` shows how it is called)."""
+    if answer is None or answer is Ellipsis:
+        return failed(f"write `{call}` and pass the function itself (no call).")
+    if not callable(answer):
+        return failed(f"pass the function itself, not a {type(answer).__name__}.")
+    return None

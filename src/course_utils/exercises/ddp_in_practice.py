@@ -16,7 +16,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, not_a_function, passed
 from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 # Exercise 1: 3 machines x 8 GPUs, 16 samples per GPU, 4 accumulation steps.
@@ -138,10 +138,8 @@ def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckRes
 
     It runs the function in two real processes (gloo) and counts the all-reduces with a comm hook.
     """
-    if step is None or step is Ellipsis:
-        return failed("write `accumulation_step(ddp, micro_batches)` and pass the function itself (no call).")
-    if not callable(step):
-        return failed(f"pass the function itself, not a {type(step).__name__}.")
+    if (verdict := not_a_function(step, "accumulation_step(ddp, micro_batches)")) is not None:
+        return verdict
     try:
         ranks = launch(_accumulation_worker, _WORLD_SIZE, args=(step,), timeout=30)
     except LaunchTimeoutError:

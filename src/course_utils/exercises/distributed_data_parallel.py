@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, not_a_function, passed
 from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 _WORLD_SIZE = 2
@@ -46,10 +46,8 @@ def check_average_gradients(average_gradients: Callable[[nn.Module], Any] | None
 
     It runs the function in two real processes (gloo) whose models hold different gradients.
     """
-    if average_gradients is None or average_gradients is Ellipsis:
-        return failed("write `average_gradients(model)` and pass the function itself (no call).")
-    if not callable(average_gradients):
-        return failed(f"pass the function itself, not a {type(average_gradients).__name__}.")
+    if (verdict := not_a_function(average_gradients, "average_gradients(model)")) is not None:
+        return verdict
     try:
         grads = launch(_gradient_worker, _WORLD_SIZE, args=(average_gradients,), timeout=20)
     except LaunchTimeoutError:

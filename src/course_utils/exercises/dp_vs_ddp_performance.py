@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import torch
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, not_a_function, passed
 
 # Exercise 1: a DDP job of 4 processes, 32 samples per process per step. Each rank timed 8
 # steps after 2 warm-up steps; the lists hold all 10 step times in seconds (example numbers).
@@ -149,10 +149,8 @@ def check_correct_snippets(answer: object) -> CheckResult:
 
 def check_median_and_iqr(fn: object) -> CheckResult:
     """Check `fn(times, warmup)`: the median and IQR of `times` without the first `warmup` entries."""
-    if fn is None or fn is ...:
-        return failed("write summarize(times, warmup) and pass the function itself (no call)")
-    if not callable(fn):
-        return failed(f"pass the function itself, not {type(fn).__name__}")
+    if (verdict := not_a_function(fn, "summarize(times, warmup)")) is not None:
+        return verdict
     cases = [([0.9, 0.2, 0.1, 0.4, 0.3], 1), ([5.0, 1.0, 2.0, 3.0, 4.0, 100.0], 1), ([2.0, 4.0, 6.0, 8.0], 0)]
     for times, warmup in cases:
         try:

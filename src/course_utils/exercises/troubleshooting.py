@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, not_a_function, passed
 
 __all__ = ["QUESTIONS", "check_error_fix", "check_select_gpus", "question"]
 
@@ -137,10 +137,8 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
     It is called on plain dicts standing for the environment: one where the variable is unset
     and one where the shell already set it (seed 002's `setdefault` keeps the old value there).
     """
-    if select_gpus is None or select_gpus is Ellipsis:
-        return failed("write `select_gpus(environ, value)` and pass the function itself (no call).")
-    if not callable(select_gpus):
-        return failed(f"pass the function itself, not a {type(select_gpus).__name__}.")
+    if (verdict := not_a_function(select_gpus, "select_gpus(environ, value)")) is not None:
+        return verdict
     cases = [
         ({}, "3,6", "the variable unset"),
         ({"CUDA_VISIBLE_DEVICES": "7"}, "3,6", "the variable set to '7'"),
