@@ -102,7 +102,7 @@ def test_median_and_iqr_accepts_a_right_function():
 @pytest.mark.parametrize(
     ("fn", "hint"),
     [
-        (None, "write summarize"),
+        (None, "write `summarize"),
         (3, "pass the function itself"),
         (lambda t, w: 1 / 0, "ZeroDivisionError"),
         (lambda t, w: None, "return a tuple of two floats"),
