@@ -440,11 +440,8 @@ def _bootstrap(
         with contextlib.suppress(OSError):
             os.close(fd)
     os.environ.update(env)
-    if forked or env.get("OMP_NUM_THREADS") == "1":
-        # The variable only acts when a process starts, so a forked child is told directly. A forked
-        # child also cannot use the OpenMP thread pool its parent started (GNU OpenMP hangs in it),
-        # so it keeps to one thread even when it is the only rank.
-        torch.set_num_threads(1)
+    if forked or env.get("OMP_NUM_THREADS") == "1":  # a fork cannot use its parent's OpenMP pool
+        torch.set_num_threads(1)  # and the variable acts only at start-up: told directly
     try:
         try:
             result = fn(*args)

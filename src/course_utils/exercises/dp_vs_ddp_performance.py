@@ -99,21 +99,26 @@ def check_samples_per_second(answer: object) -> CheckResult:
         return failed("that is steps per second; multiply by the samples one step of the job processes")
     with_warmup = world * PER_RANK_BATCH / _job_step_time(EXAMPLE_STEP_TIMES, 0)
     mean_with_warmup = world * PER_RANK_BATCH / max(statistics.mean(t) for t in EXAMPLE_STEP_TIMES.values())
-    if _close(answer, with_warmup) or _close(answer, mean_with_warmup):
-        return failed(f"the first {WARMUP_STEPS} steps of every rank are warm-up: leave them out")
     mean_timed = (
         world * PER_RANK_BATCH / max(statistics.mean(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values())
     )
-    if _close(answer, mean_timed):
-        return failed("the mean is pulled by the slow outlier in every rank's list; use the median")
     fastest = (
         world * PER_RANK_BATCH / min(statistics.median(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values())
     )
-    if _close(answer, fastest):
-        return failed(
-            "the ranks wait for each other in the gradient all-reduce, so a step of the job takes as "
-            "long as on the slowest rank, not the fastest"
-        )
+    warmup_hint = f"the first {WARMUP_STEPS} steps of every rank are warm-up: leave them out"
+    mistakes = [  # what a typical wrong answer computes, and the hint for it
+        (with_warmup, warmup_hint),
+        (mean_with_warmup, warmup_hint),
+        (mean_timed, "the mean is pulled by the slow outlier in every rank's list; use the median"),
+        (
+            fastest,
+            "the ranks wait for each other in the gradient all-reduce, so a step of the job takes "
+            "as long as on the slowest rank, not the fastest",
+        ),
+    ]
+    for value, hint in mistakes:
+        if _close(answer, value):
+            return failed(hint)
     return failed(
         "not the job's throughput: samples per step of the whole job, divided by a typical (median) "
         "step time of the slowest rank, warm-up steps left out"
