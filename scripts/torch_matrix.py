@@ -73,7 +73,16 @@ def requirements(request: Request, pyproject: Path) -> list[str]:
         raise ValueError(f"Expected one torch requirement in {pyproject}; found {project['dependencies']}.")
     torch = f"torch=={request.version}" + ("+cpu" if request.build == "cpu" else "")
     index = ["--extra-index-url", CPU_INDEX] if request.build == "cpu" else []
-    return [*index, torch, *others, *project["optional-dependencies"]["test"]]
+    return [*index, torch, *others, *requirements_for_tests(project)]
+
+
+def requirements_for_tests(project: dict) -> list[str]:
+    """The test extra's requirements, the course's own extras it names (`course-utils[site]`) spelt out."""
+    extras, wanted = project["optional-dependencies"], []
+    for requirement in extras["test"]:
+        own = re.fullmatch(rf"{re.escape(project['name'])}\[([\w,\s-]+)\]", requirement)
+        wanted += [r for extra in own[1].split(",") for r in extras[extra.strip()]] if own else [requirement]
+    return wanted
 
 
 def env_python(env: Path) -> Path:

@@ -6,6 +6,7 @@ import re
 import tomllib
 
 from notebook_hygiene import ROOT
+from torch_matrix import requirements_for_tests
 
 # PyPI name -> conda-forge name where they differ.
 CONDA_NAMES = {"torch": "pytorch"}
@@ -37,12 +38,7 @@ def environment_packages(text: str) -> tuple[set[str], set[str]]:
 
 def course_requirements() -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    extras, needs = project["optional-dependencies"], list(project["dependencies"])
-    for requirement in extras["test"]:
-        own = re.fullmatch(rf"{re.escape(project['name'])}\[([\w,\s-]+)\]", requirement)
-        # The course's own extras that the tests pull in (`course-utils[site]`): their packages.
-        needs += [r for extra in own[1].split(",") for r in extras[extra.strip()]] if own else [requirement]
-    return {name_of(requirement) for requirement in needs}
+    return {name_of(requirement) for requirement in project["dependencies"] + requirements_for_tests(project)}
 
 
 ENVIRONMENT = (ROOT / "environment.yml").read_text(encoding="utf-8")
