@@ -33,14 +33,15 @@ MEMORY_BUDGET_MIB = 1536.0
 Sample = tuple[float, int]  # (time.monotonic(), resident bytes of the kernel tree)
 
 
-def kernel_tree_rss(pytest_proc: psutil.Process) -> int:
-    """Resident bytes of every descendant of the pytest process (the kernel and its children)."""
-    total = 0
+def tree_rss(pid: int, *, with_root: bool = True) -> int:
+    """Resident bytes of the descendants of process `pid`, and of `pid` itself unless not `with_root`."""
     try:
-        descendants = pytest_proc.children(recursive=True)
+        root = psutil.Process(pid)
+        procs = [root] * with_root + root.children(recursive=True)
     except psutil.NoSuchProcess:
         return 0
-    for proc in descendants:
+    total = 0
+    for proc in procs:
         try:
             total += proc.memory_info().rss
         except psutil.Error:
@@ -68,9 +69,8 @@ def run_suite(notebooks: Sequence[Path]) -> tuple[float, int, list[dict], list[S
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        watched = psutil.Process(proc.pid)
         while proc.poll() is None:
-            samples.append((time.monotonic(), kernel_tree_rss(watched)))
+            samples.append((time.monotonic(), tree_rss(proc.pid, with_root=False)))  # kernel and children
             time.sleep(0.02)
         seconds = time.monotonic() - start
         spans = json.loads(spans_file.read_text(encoding="utf-8")) if spans_file.exists() else []

@@ -16,27 +16,11 @@ import threading
 from pathlib import Path
 
 import nbformat
-import psutil
+from benchmark import tree_rss
 from nbclient import NotebookClient
 from notebook_args import notebooks_from_args
 
 MIB = 1024 * 1024
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of process `pid` and all its descendants (0 once it has gone)."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
 
 
 def measure(path: Path) -> tuple[int, int]:
