@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import course  # noqa: E402 - the course's own way to install, run a child and test
+
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 USAGE = "usage: python3 course.py test --torch VERSION [--cuda | --cpu] [--python X.Y] [PYTEST ARGUMENTS ...]"
 
@@ -90,12 +93,6 @@ def env_python(env: Path) -> Path:
     return env / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
 
 
-def run(cmd: list[str | Path], **kwargs: object) -> int:
-    """Run a command from the course root, echoing it first; return its exit status."""
-    print("+", " ".join(str(c) for c in cmd), flush=True)
-    return subprocess.call([str(c) for c in cmd], cwd=ROOT, **kwargs)
-
-
 def ensure_env(request: Request, root: Path = ROOT) -> Path:
     """Create the release's environment and install into it unless it is up to date; return its python."""
     env = root / request.env_name
@@ -114,10 +111,8 @@ def ensure_env(request: Request, root: Path = ROOT) -> Path:
     stamp = env / "course-install.stamp"
     wanted = hashlib.sha256("\n".join(reqs).encode()).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != wanted:
-        for args in (reqs, ["--no-deps", "-e", "."]):
-            status = run([python, "-m", "pip", "install", "--quiet", *args])
-            if status != 0:
-                sys.exit(f"Installing into {env.name}/ failed (pip exit status {status}); see above.")
+        course.install(python, *reqs)  # exits with one line that says why, as for .venv
+        course.install(python, "--no-deps", "-e", ".")
         stamp.write_text(wanted + "\n")
     return python
 
@@ -145,11 +140,7 @@ def main(argv: list[str]) -> int:
         return 2
     python = ensure_env(request)
     check_build(python, request)
-    for lint in (["check"], ["format", "--check"]):
-        status = run([python, "-m", "ruff", *lint, "."])
-        if status != 0:
-            return status
-    return run([python, "-m", "pytest", *request.pytest_args])
+    return course.test(python, list(request.pytest_args))  # what `python3 course.py test` runs
 
 
 if __name__ == "__main__":
