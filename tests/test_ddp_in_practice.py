@@ -7,9 +7,11 @@ autouse fixture checks), no file but the run's own.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from course_utils.launcher import launch
@@ -20,9 +22,14 @@ sys.path.insert(0, str(WORKERS.parent))
 
 from workers.resume_training import train  # noqa: E402
 
+# How notebook 08 runs torchrun (workers forked from torchrun's process, which has PyTorch
+# imported), and how a terminal does by default (each worker a new interpreter).
+FORKED = ["--run-path", "--start-method=fork"]
 
-def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path):
-    straight, crashed = tmp_path / "straight", tmp_path / "crashed"
+
+@pytest.mark.parametrize("workers", [FORKED, []], ids=["forked", "new interpreters"])
+def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers):
+    straight, crashed, logs = tmp_path / "straight", tmp_path / "crashed", tmp_path / "logs"
     straight.mkdir()
     crashed.mkdir()
     launch(train, nprocs=2, args=(str(straight), 3), timeout=120)
@@ -30,13 +37,17 @@ def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path):
         WORKERS / "resume_training.py",
         ["--out", str(crashed), "--epochs", "3", "--cpu", "--crash-in-epoch", "1"],
         nproc_per_node=2,
-        extra_args=["--max-restarts=1"],
+        extra_args=["--max-restarts=1", *workers, f"--log-dir={logs}"],
         timeout=240,
     )
     rows = sorted(result.json_lines(), key=lambda row: row["rank"])
     assert [(r["rank"], r["attempt"], r["resumed at epoch"]) for r in rows] == [(0, 1, 1), (1, 1, 1)]
-    assert "injected failure: rank 1 dies in epoch 1" in result.stderr
     assert "failed (exitcode: 1)" in result.stderr  # torchrun's own line about the failure
+    (error_file,) = logs.glob("*/attempt_0/1/error.json")  # what @record wrote in rank 1
+    injected = "RuntimeError: injected failure: rank 1 dies in epoch 1, step 3"
+    assert json.loads(error_file.read_text())["message"]["message"] == injected
+    if not workers:  # a new interpreter prints its own traceback, prefixed with its rank
+        assert f"[rank1]: {injected}" in result.stderr
     expected = torch.load(straight / "final.pt", weights_only=True)
     got = torch.load(crashed / "final.pt", weights_only=True)
     assert expected.keys() == got.keys()

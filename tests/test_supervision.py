@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import os
 import signal
 import socket
@@ -180,3 +181,11 @@ def test_gloo_stays_on_loopback_unless_told_otherwise(monkeypatch):
     assert gloo_env() == ({"GLOO_SOCKET_IFNAME": interface} if interface else {})
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "eth7")
     assert gloo_env() == {}  # the user's choice stands
+
+
+def test_a_forked_child_that_finds_its_parent_gone_exits_at_once():
+    # The parent died before the child asked for the parent-death signal: it must not run on.
+    proc = mp.get_context("fork").Process(target=supervision.isolate, args=(-1,))
+    proc.start()
+    proc.join(5)
+    assert proc.exitcode == (1 if sys.platform.startswith("linux") else 0)

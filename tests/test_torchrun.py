@@ -272,6 +272,65 @@ def test_the_command_is_this_pythons_torchrun():
     assert legacy[1:3] == ["-m", "torch.distributed.launch"]
 
 
+# A stand-in for torchrun's module: it prints, as one JSON line, what a module run with
+# `python -m` sees, logs and warns as torchrun does, then exits with a code of its own.
+AGENT_PROBE = """
+import json, logging, os, sys, tempfile, warnings
+warnings.warn("deprecated in __main__", DeprecationWarning)  # shown by a fresh Python
+warnings.warn("deprecated elsewhere", DeprecationWarning, stacklevel=2)  # hidden by one
+warnings.warn("the old launcher is deprecated", FutureWarning)
+logging.getLogger("agent_probe").warning("a record for the root logger")
+print(json.dumps({
+    "name": __name__, "argv": sys.argv[1:], "stdin": sys.stdin.read(), "probe": os.environ.get("PROBE"),
+    "removed": os.environ.get("REMOVED"), "tempdir": tempfile.gettempdir(),
+    "sid": os.getsid(0) == os.getpid(),
+}))
+if sys.argv[1] == "raise":
+    raise ValueError("the agent failed")
+sys.exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", ["3", "raise"])
+def test_a_forked_agent_runs_its_module_as_a_new_python_would(tmp_path, monkeypatch, code):
+    """The forked start (Linux) and the new interpreter give the same output and exit code."""
+    (tmp_path / "agent_probe.py").write_text(AGENT_PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("REMOVED", "in the parent")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = torchrun._child_env({"PROBE": "passed", "REMOVED": None, "PYTHONPATH": str(tmp_path)}, str(scratch))
+    runs = {}
+    for fork in (True, False):
+        with open(tmp_path / "out", "w+b") as out, open(tmp_path / "err", "w+b") as err:
+            command = [sys.executable, "-m", "agent_probe", code, "x y"]
+            agent = torchrun._start(command, env, out, err, fork=fork)
+            assert isinstance(agent, torchrun._ForkedAgent) == fork
+            runs[fork] = (agent.wait(), torchrun._read(out), torchrun._read(err).splitlines())
+    (forked_code, forked_out, forked_err), (fresh_code, fresh_out, fresh_err) = runs[True], runs[False]
+    assert forked_code == fresh_code == (3 if code == "3" else 1)
+    assert forked_out == fresh_out
+    assert json.loads(forked_out) == {
+        "name": "__main__",
+        "argv": [code, "x y"],
+        "stdin": "",
+        "probe": "passed",
+        "removed": None,
+        "tempdir": str(scratch),
+        "sid": True,
+    }
+    # Warnings and log records reach stderr as in a new interpreter (not this process's handlers).
+    # Tracebacks differ only in the frames of runpy, the module that runs `python -m`.
+    assert [line for line in forked_err if not line.startswith(" ")] == [
+        line for line in fresh_err if not line.startswith(" ")
+    ]
+    assert any("DeprecationWarning: deprecated in __main__" in line for line in forked_err)
+    assert not any("deprecated elsewhere" in line for line in forked_err)
+    assert any("FutureWarning: the old launcher is deprecated" in line for line in forked_err)
+    assert "a record for the root logger" in forked_err
+    assert (forked_err[-1] == "ValueError: the agent failed") == (code == "raise")
+
+
 def test_env_sets_and_removes_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("OMP_NUM_THREADS", "8")
     monkeypatch.setenv("KEPT", "yes")

@@ -33,7 +33,6 @@ worker in a .py file and pass `method="spawn"`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import io
 import multiprocessing as mp
 import os
@@ -56,6 +55,7 @@ import torch
 from torch.distributed import TCPStore
 
 from course_utils.supervision import (
+    FORK_WARNING,
     KILL,
     LOOPBACK,
     POLL_SECONDS,
@@ -63,6 +63,7 @@ from course_utils.supervision import (
     check_timeout,
     free_port,
     gloo_env,
+    isolate,
     listening_socket,
     loopback_interface,
     signal_group,
@@ -79,13 +80,11 @@ _FAILURE_WINDOW_SECONDS = 0.25
 # How long a failed rank stays alive (so that its peers stay blocked, not crash in turn) before
 # it exits on its own; the parent stops it much sooner.
 _FAILED_RANK_LINGER_SECONDS = 30.0
-_FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in the child"
 # Messages from a rank on POSIX: an 8-byte length, then the pickled message. The parent reads
 # them without blocking, so a rank that dies half-way through a message cannot hang it.
 _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 __all__ = [
     "LOOPBACK",
@@ -387,32 +386,6 @@ def _check_spawnable(fn: Callable[..., Any], args: tuple, why: str, explicit: bo
         ) from None
 
 
-def _set_parent_death_signal(sig: int) -> bool:
-    """Linux: have the kernel send `sig` to this process when its parent dies. True if it did."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _isolate(parent_pid: int) -> None:
-    """First thing in a new rank, before any user code: a session of its own, death with its parent.
-
-    The session (a new process group) lets the launcher stop the rank and everything it
-    started with one signal to the group, as torchrun does. The parent-death signal makes the
-    kernel kill the rank if the launching process dies without stopping it; checking the parent
-    afterwards closes the gap in which the parent died before the request was made.
-    """
-    if hasattr(os, "setsid"):
-        with contextlib.suppress(OSError):
-            os.setsid()
-    if sys.platform.startswith("linux"):
-        _set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != parent_pid:
-            os._exit(1)  # orphaned already: the launcher is gone
-
-
 def _send(conn: Connection, payload: bytes) -> None:
     """Send one pickled message to the launcher (framed for the parent's non-blocking reader)."""
     if not _RAW_PIPES:
@@ -435,7 +408,7 @@ def _bootstrap(
     forked: bool,
 ) -> None:
     """Run in each worker: set torchrun's environment, call fn, send the result or the error."""
-    _isolate(parent_pid)
+    isolate(parent_pid)
     for fd in inherited_fds:  # the parent's listening socket and pipe ends, inherited through fork
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -703,7 +676,7 @@ def launch(
                 # several), because a lock held by another thread at that moment stays locked
                 # in the child. The child here runs only the worker: it does not use the
                 # kernel's threads or sockets, and CPython resets its own locks after a fork.
-                warnings.filterwarnings("ignore", message=_FORK_WARNING, category=DeprecationWarning)
+                warnings.filterwarnings("ignore", message=FORK_WARNING, category=DeprecationWarning)
                 proc.start()
             child_end.close()
             processes.append(proc)

@@ -5,7 +5,8 @@ and `run_python` (`course_utils.child_python`) all start processes from a notebo
 never leave one behind. They share these rules:
 
 - Each child leads a process group (a session) of its own, so one signal to the group reaches
-  the child and everything it started (`signal_group`).
+  the child and everything it started (`signal_group`); a forked child also dies with its
+  parent on Linux (`isolate`).
 - Stopping is SIGTERM to every group, a grace period to exit, then SIGKILL to every group; a
   second Ctrl-C (KeyboardInterrupt) during the grace period kills at once (`stop`).
 - Everything listens on loopback only (`LOOPBACK`, `listening_socket`, `gloo_env`).
@@ -15,11 +16,13 @@ never leave one behind. They share these rules:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import math
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -30,6 +33,9 @@ GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when stopping processes
 POLL_SECONDS = 0.05  # between two looks at running processes
 MAX_TIMEOUT = 7 * 24 * 3600.0  # a week: longer waits overflow the clocks of sockets and stores
 KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL; SIGTERM kills there
+# What Python 3.12+ warns when a process with threads (a Jupyter kernel has several) forks.
+FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in the child"
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
 class LaunchError(RuntimeError):
@@ -124,6 +130,32 @@ def stop(
     finally:  # also on a KeyboardInterrupt, which then goes on up
         for pid, running in members():
             signal_group(pid, KILL, running)
+
+
+def _set_parent_death_signal(sig: int) -> bool:
+    """Linux: have the kernel send `sig` to this process when its parent dies. True if it did."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def isolate(parent_pid: int) -> None:
+    """First thing in a forked child (a rank, a torchrun agent): a session of its own, death with its parent.
+
+    The session (a new process group) lets the parent stop the child and everything it
+    started with one signal to the group, as torchrun does. The parent-death signal makes the
+    kernel kill the child if the parent dies without stopping it; checking the parent
+    afterwards closes the gap in which the parent died before the request was made.
+    """
+    if hasattr(os, "setsid"):
+        with contextlib.suppress(OSError):
+            os.setsid()
+    if sys.platform.startswith("linux"):
+        _set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != parent_pid:
+            os._exit(1)  # orphaned already: the launcher is gone
 
 
 def _wait_for(members: Callable[[], Iterable[tuple[int, bool]]], deadline: float) -> None:

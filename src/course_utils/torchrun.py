@@ -8,7 +8,11 @@ safety around the command; the command line itself is torchrun's own and is show
 
 - The venv's PyTorch: the command is `sys.executable -m torch.distributed.run`, which is what
   the `torchrun` console script runs, with the Python of this kernel (a bare `torchrun` could
-  be another installation's on PATH).
+  be another installation's on PATH). On Linux it runs without a new interpreter: a process
+  forked from this one, which has imported PyTorch already, runs the module as `python -m`
+  would (`__main__`, its arguments in sys.argv, the command's environment, stdin from
+  /dev/null); a fresh Python would first spend seconds importing PyTorch. The workers that
+  torchrun starts are fresh interpreters either way.
 - Loopback only: `--master-addr=127.0.0.1`, and gloo on the loopback interface
   (GLOO_SOCKET_IFNAME). torchrun cannot restrict where node 0's rendezvous store listens: it
   accepts connections on its port on every interface, as a multi-node job needs, for as long
@@ -28,13 +32,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
+import runpy
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +52,7 @@ from typing import IO, Any
 import psutil
 
 from course_utils.supervision import (
+    FORK_WARNING,
     GRACE_SECONDS,
     LOOPBACK,
     POLL_SECONDS,
@@ -54,6 +64,7 @@ from course_utils.supervision import (
     child_env,
     free_port,
     gloo_env,
+    isolate,
     listening_socket,
     stop,
 )
@@ -88,6 +99,18 @@ _PATH_TOKEN = re.compile(
 # torchrun's own lines on stderr: its log records ("E1122 05:22:31.141000 123 api.py:1002] ...").
 _TORCHRUN_LOG = re.compile(r"^[DIWE]\d{4} \d\d:\d\d:\d\d\.\d+ \d+ ")
 _WORKER_EXIT = re.compile(r"\bexitcode\s*:\s*(-?\d+)")
+# Where torchrun's agent is forked from this process instead of started as a new interpreter:
+# Linux, where fork is the default start method (macOS libraries are not all fork-safe).
+_FORK_AGENT = sys.platform.startswith("linux")
+# The warning filters a fresh Python starts with (the `warnings` documentation, "Default Warning
+# Filter"); a forked agent gets them instead of this kernel's, so it warns as `python -m` would.
+_FRESH_FILTERS = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+)
 
 
 class TorchrunError(LaunchError):
@@ -432,7 +455,7 @@ def _run_group(
     Every process is stopped in any case: on success, failure, timeout, error and interrupt.
     """
     files: list[tuple[IO[bytes], IO[bytes]]] = []
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: list[_Agent] = []
     known: dict[int, psutil.Process] = {}
     timed_out: int | None = None
     first_failed: int | None = None
@@ -441,16 +464,7 @@ def _run_group(
             out = open(os.path.join(folder, f"node{node}.out"), "w+b")
             err = open(os.path.join(folder, f"node{node}.err"), "w+b")
             files.append((out, err))
-            processes.append(
-                subprocess.Popen(
-                    list(command),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    env=env,
-                    start_new_session=True,  # its own process group, so that it can be stopped whole
-                )
-            )
+            processes.append(_start(command, env, out, err))
         deadline = time.monotonic() + timeout
         while True:
             _remember_descendants(processes, known)
@@ -475,6 +489,145 @@ def _run_group(
     return [p.returncode for p in processes], outputs, timed_out, first_failed
 
 
+def _start(
+    command: Sequence[str], env: dict[str, str], out: IO[bytes], err: IO[bytes], fork: bool = _FORK_AGENT
+) -> _Agent:
+    """Start one torchrun command (`[python, "-m", module, *args]`) in a session of its own, its
+    output into `out` and `err`: forked from this process with `fork`, else as a new interpreter."""
+    if fork:
+        return _ForkedAgent(command[2], command[3:], env, out, err)
+    return subprocess.Popen(
+        list(command),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        env=env,
+        start_new_session=True,  # its own process group, so that it can be stopped whole
+    )
+
+
+class _ForkedAgent:
+    """`python -m module args` run by a child forked from this process, which has imported PyTorch.
+
+    It offers what `_run_group` uses of `subprocess.Popen`: `pid`, `poll`, `wait`, `returncode`.
+    """
+
+    def __init__(
+        self, module: str, args: Sequence[str], env: dict[str, str], out: IO[bytes], err: IO[bytes]
+    ) -> None:
+        parent = os.getpid()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=FORK_WARNING, category=DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: never returns into the caller's code
+            code = 1
+            try:
+                isolate(parent)
+                _redirect_stdio(out.fileno(), err.fileno())
+                code = _run_module_as_main(module, list(args), env)
+            finally:
+                os._exit(code)
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code (negative: killed by that signal), or None while it runs."""
+        return self._reap(os.WNOHANG)
+
+    def wait(self) -> int:
+        """Wait for it to end; return its exit code."""
+        code = self._reap(0)
+        assert code is not None
+        return code
+
+    def _reap(self, flags: int) -> int | None:
+        """Collect the child's exit status (`os.waitpid` with `flags`) unless already done."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, flags)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+
+_Agent = subprocess.Popen | _ForkedAgent  # one started torchrun
+
+
+def _redirect_stdio(out_fd: int, err_fd: int) -> None:
+    """In a forked agent: stdin from /dev/null, stdout and stderr to these files, as a new process's.
+
+    Logging as after a fresh `import torch`: PyTorch's handlers (created when this process
+    imported it) write to the new streams, and the root logger has no handler (the caller's,
+    pytest's say, stay behind), so records that reach it go to stderr, through logging's last
+    resort, as in a new interpreter.
+    """
+    old = {
+        id(stream): name
+        for name in ("stdout", "stderr")
+        for stream in (getattr(sys, name), getattr(sys, f"__{name}__"))
+    }
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    sys.stdin = sys.__stdin__ = open(0, closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
+    root = logging.getLogger()
+    for handler in root.handlers[:]:
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    for logger in logging.Logger.manager.loggerDict.values():
+        for handler in getattr(logger, "handlers", ()):
+            if isinstance(handler, logging.StreamHandler) and id(handler.stream) in old:
+                handler.setStream(getattr(sys, old[id(handler.stream)]))
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: IO[str] | None = None,
+    line: str | None = None,
+) -> None:
+    """Show a warning as a new interpreter does: formatted, on stderr."""
+    (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _run_module_as_main(module: str, args: list[str], env: dict[str, str]) -> int:
+    """Run `module` as `python -m module args` would, in this (forked) process; return the exit code."""
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = None  # read TMPDIR again, as a new interpreter would
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a fresh Python's handlers, not the kernel's
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    warnings.resetwarnings()  # a fresh Python's filters, not the parent's
+    for action, category, where in reversed(_FRESH_FILTERS):
+        warnings.filterwarnings(action, category=category, module=where)
+    warnings.showwarning = _show_warning  # on stderr, not to a recorder the parent set (pytest's)
+    torch = sys.modules.get("torch")
+    if torch is not None:  # a fork must not use the OpenMP threads of a parent that has computed
+        torch.set_num_threads(1)  # so workers torchrun forks (--start-method=fork) use one, as
+        # OMP_NUM_THREADS=1, torchrun's default, tells a new interpreter
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as done:
+        if done.code is None or isinstance(done.code, int):
+            code = done.code or 0
+        else:
+            print(done.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # printed as Python prints an uncaught exception
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
 def _pause() -> None:
     """Wait a moment between two looks at the running commands."""
     time.sleep(POLL_SECONDS)
@@ -486,7 +639,7 @@ def _read(file: IO[bytes]) -> str:
     return file.read().decode("utf-8", errors="replace")
 
 
-def _remember_descendants(processes: Sequence[subprocess.Popen], known: dict[int, psutil.Process]) -> None:
+def _remember_descendants(processes: Sequence[_Agent], known: dict[int, psutil.Process]) -> None:
     """Add the live children of each command (torchrun's workers and theirs) to `known`.
 
     Workers run in sessions of their own, and a worker whose agent died is adopted by init,
@@ -502,7 +655,7 @@ def _remember_descendants(processes: Sequence[subprocess.Popen], known: dict[int
                 known.setdefault(child.pid, child)
 
 
-def _stop(processes: Sequence[subprocess.Popen[bytes]], known: dict[int, psutil.Process]) -> None:
+def _stop(processes: Sequence[_Agent], known: dict[int, psutil.Process]) -> None:
     """Stop every command and every process it started (`supervision.stop`); torchrun passes SIGTERM
     on to its workers, and what outlives it is known from `_remember_descendants`."""
 
