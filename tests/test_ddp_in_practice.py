@@ -1,8 +1,9 @@
-"""Notebook 08's torchrun restart: a rank dies once, torchrun restarts the group, the run resumes.
+"""Notebook 08's scripts: the torchrun restart, and the small CNN on one and two ranks.
 
-The resumed run must end with exactly the weights of an uninterrupted run (the course launcher
-runs the same `train` function without a crash), and nothing may be left behind: no process (the
-autouse fixture checks), no file but the run's own.
+The restart: a rank dies once, torchrun restarts the group, the run resumes and must end with
+exactly the weights of an uninterrupted run (the course launcher runs the same `train` function
+without a crash), and nothing may be left behind: no process (the autouse fixture checks), no
+file but the run's own.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.launcher import launch
+from course_utils.launcher import WorkerError, launch
 from course_utils.torchrun import run_torchrun
 
 WORKERS = Path(__file__).resolve().parent.parent / "notebooks" / "workers"
 sys.path.insert(0, str(WORKERS.parent))
 
+from workers.cnn_training import train as train_cnn  # noqa: E402
 from workers.resume_training import train  # noqa: E402
 
 # How notebook 08 runs torchrun (workers forked from torchrun's process, which has PyTorch
@@ -61,3 +63,17 @@ def test_without_a_crash_nothing_restarts(tmp_path):
     snapshot = torch.load(tmp_path / "snapshot.pt", weights_only=True)
     assert snapshot["epoch"] == 2 and snapshot["sampler"] == {"seed": 0, "epoch": 2}
     assert "momentum_buffer" in snapshot["optimizer"]["state"][0]
+
+
+def test_the_cnn_learns_the_same_curve_on_one_and_two_ranks():
+    """Notebook 08's end-to-end run: the same effective batch gives the same loss at every step."""
+    (one,) = launch(train_cnn, nprocs=1, args=(32, 1), timeout=120)
+    two = launch(train_cnn, nprocs=2, args=(32, 1), timeout=120)
+    assert len(one["losses"]) == 16 and one["world size"] == 1 and two[0]["world size"] == 2
+    assert two[0]["losses"] == pytest.approx(one["losses"], abs=1e-4)
+    assert two[0]["losses"][-1] < one["losses"][0]  # it learns
+
+
+def test_the_cnn_refuses_a_batch_that_does_not_split():
+    with pytest.raises(WorkerError, match="--effective-batch 33 does not split into 2 equal parts"):
+        launch(train_cnn, nprocs=2, args=(33, 1), timeout=120)
