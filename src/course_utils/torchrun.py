@@ -12,7 +12,8 @@ safety around the command; the command line itself is torchrun's own and is show
   forked from this one, which has imported PyTorch already, runs the module as `python -m`
   would (`__main__`, its arguments in sys.argv, the command's environment, stdin from
   /dev/null); a fresh Python would first spend seconds importing PyTorch. The workers that
-  torchrun starts are fresh interpreters either way.
+  torchrun starts are new interpreters either way, unless it is told to fork them from its own
+  process (`--run-path --start-method=fork`, as notebook 08 does).
 - Loopback only: `--master-addr=127.0.0.1`, and gloo on the loopback interface
   (GLOO_SOCKET_IFNAME). torchrun cannot restrict where node 0's rendezvous store listens: it
   accepts connections on its port on every interface, as a multi-node job needs, for as long
@@ -525,6 +526,8 @@ class _ForkedAgent:
                 isolate(parent)
                 _redirect_stdio(out.fileno(), err.fileno())
                 code = _run_module_as_main(module, list(args), env)
+            except BaseException:  # the set-up failed: say why on (the new or the inherited) stderr
+                traceback.print_exc()
             finally:
                 os._exit(code)
         self.pid = pid
