@@ -105,7 +105,12 @@ def ensure_env(request: Request, root: Path = ROOT) -> Path:
             interpreter = shutil.which(f"python{request.python}")
             if interpreter is None:
                 sys.exit(f"No python{request.python} on PATH: install it, or leave out --python.")
-            subprocess.check_call([interpreter, "-m", "venv", str(env)])
+            if subprocess.call([interpreter, "-m", "venv", str(env)]) != 0:
+                shutil.rmtree(env, ignore_errors=True)  # no half-made environment for the next run
+                sys.exit(
+                    f"{interpreter} could not create {env.name}/ (its message is above). With pyenv, "
+                    f"name that Python's version in PYENV_VERSION or `pyenv global` first."
+                )
         (env / ".gitignore").write_text("*\n")  # never committed, wherever the course is cloned
     reqs = requirements(request, root / "pyproject.toml")
     stamp = env / "course-install.stamp"

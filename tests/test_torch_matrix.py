@@ -34,6 +34,20 @@ def test_another_python_gets_its_own_environment():
     assert request.env_name == ".venv-torch-2.13.0-cuda-py3.12"
 
 
+def test_a_python_that_cannot_make_the_environment_says_so_and_leaves_nothing(tmp_path, monkeypatch):
+    broken = tmp_path / "python3.12"  # as a pyenv shim for a version that is not selected
+    # It starts the environment's folder ("-m venv PATH": $3), then fails as a missing shim does.
+    broken.write_text('#!/bin/sh\nmkdir -p "$3"\necho "pyenv: python3.12: command not found" >&2\nexit 127\n')
+    broken.chmod(0o755)
+    monkeypatch.setattr(torch_matrix.shutil, "which", lambda name: str(broken))
+    request = torch_matrix.parse(["--torch", "2.13.0", "--python", "3.12"])
+    with pytest.raises(SystemExit) as info:
+        torch_matrix.ensure_env(request, root=tmp_path)
+    assert "could not create .venv-torch-2.13.0-py3.12/" in str(info.value.code)
+    assert "PYENV_VERSION" in str(info.value.code)
+    assert not (tmp_path / request.env_name).exists()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
