@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -55,6 +56,8 @@ def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers):
     assert expected.keys() == got.keys()
     assert all(torch.equal(expected[name], got[name]) for name in expected)
     assert sorted(p.name for p in crashed.iterdir()) == ["final.pt", "snapshot.pt"]  # no temporary left
+    listening = {c.laddr.port for c in psutil.net_connections("inet") if c.status == psutil.CONN_LISTEN}
+    assert result.master_port not in listening  # the rendezvous port was given back
 
 
 def test_without_a_crash_nothing_restarts(tmp_path):
