@@ -4,7 +4,7 @@ From a terminal (in `notebooks/`):
 
     torchrun --nproc-per-node=2 --max-restarts=1 workers/resume_training.py --out run --cpu
     torchrun --nproc-per-node=2 --max-restarts=1 workers/resume_training.py --out run --cpu --crash-in-epoch 2
-    torchrun --nproc-per-node=gpu --max-restarts=1 workers/resume_training.py --out run   # one process per GPU
+    torchrun --nproc-per-node=gpu --max-restarts=1 workers/resume_training.py --out run
 
 Without `--cpu`, where CUDA is there, process LOCAL_RANK drives GPU LOCAL_RANK with nccl
 (`set_device`, `device_ids=[local_rank]`); with more processes per machine than GPUs it stops
