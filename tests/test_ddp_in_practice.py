@@ -1,9 +1,11 @@
-"""Notebook 08's scripts: the torchrun restart, and the small CNN on one and two ranks.
+"""Notebook 08's scripts: the torchrun restart, the small CNN on one and two ranks, their devices.
 
 The restart: a rank dies once, torchrun restarts the group, the run resumes and must end with
 exactly the weights of an uninterrupted run (the course launcher runs the same `train` function
 without a crash), and nothing may be left behind: no process (the autouse fixture checks), no
-file but the run's own.
+file but the run's own. The restart script also runs under `mp.start_processes`, where no launcher
+hosts its store. The device choice (nccl on GPU LOCAL_RANK, a clear error with too few GPUs, gloo
+on the CPU) is tested with a faked CUDA where there is none.
 """
 
 from __future__ import annotations
