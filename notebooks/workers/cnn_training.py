@@ -8,15 +8,19 @@ From a terminal (in `notebooks/`), the same effective batch of 32 on 1 and on 2 
 The images (16x16, four classes: horizontal stripes, vertical stripes, a square, a cross, plus
 noise) are made here, the same in every rank, no download. Each rank takes effective_batch /
 WORLD_SIZE of them per step from `DistributedSampler`; DDP averages the ranks' gradients into the
-gradient of the whole effective batch. Training runs on the CPU with gloo; on GPUs the same code
-takes nccl and `device_ids=[local_rank]` (notebook 07's `train_ddp.py`). Rank 0 prints one JSON
-line: the loss of every step (the mean over the ranks) and the last epoch's accuracy.
+gradient of the whole effective batch. Where CUDA shows a GPU for every process of this machine,
+each process selects GPU LOCAL_RANK (`torch.cuda.set_device`), joins with nccl and wraps the model
+with `device_ids=[local_rank]`, as notebook 07's `train_ddp.py` does; with fewer GPUs than
+processes it stops with an error that says so; without CUDA, or with `--cpu`, it trains on the CPU
+with gloo. Rank 0 prints one JSON line: the loss of every step (the mean over the ranks), the last
+epoch's accuracy and the device of rank 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import torch
@@ -64,9 +68,34 @@ class SmallCNN(nn.Module):
         return self.classify(self.features(x))
 
 
-def train(effective_batch: int, epochs: int) -> dict:
+def pick_device(local_rank: int, cpu: bool = False) -> torch.device:
+    """GPU `local_rank` where CUDA is there and `cpu` is false, else the CPU; too few GPUs is an error.
+
+    Process LOCAL_RANK drives GPU LOCAL_RANK, so a machine needs a GPU for every process on it:
+    with fewer the error says what to run instead of CUDA's "invalid device ordinal".
+    """
+    if cpu or not torch.cuda.is_available():
+        return torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    if local_rank >= gpus:
+        raise RuntimeError(
+            f"this is the process with LOCAL_RANK={local_rank}, but this machine shows only {gpus} "
+            f"GPU(s) (torch.cuda.device_count()), so GPU {local_rank} does not exist: start at most "
+            f"{gpus} process(es) per machine (--nproc-per-node={gpus} or =gpu), or pass --cpu to train "
+            "on the CPU with gloo."
+        )
+    return torch.device("cuda", local_rank)
+
+
+def train(effective_batch: int, epochs: int, cpu: bool = False) -> dict:
     """Train for `epochs` with `effective_batch` images per step over all ranks; report the curve."""
-    dist.init_process_group("gloo")
+    local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun (and the course launcher)
+    device = pick_device(local_rank, cpu)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # this process's GPU: nccl and .cuda() use it from now on
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
     world = dist.get_world_size()
     if effective_batch % world:
         raise ValueError(f"--effective-batch {effective_batch} does not split into {world} equal parts")
@@ -74,13 +103,14 @@ def train(effective_batch: int, epochs: int) -> dict:
     sampler = DistributedSampler(dataset, shuffle=True, seed=0)
     loader = DataLoader(dataset, batch_size=effective_batch // world, sampler=sampler)
     torch.manual_seed(0)
-    model = SmallCNN()
-    ddp = DDP(model)
+    model = SmallCNN().to(device)
+    ddp = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    losses, correct = [], torch.zeros(2)
+    losses, correct = [], torch.zeros(2, device=device)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
             optimizer.zero_grad()
             logits = ddp(images)
             loss = F.cross_entropy(logits, labels)
@@ -90,14 +120,17 @@ def train(effective_batch: int, epochs: int) -> dict:
             dist.all_reduce(step_loss)  # the mean over ranks: the loss of the effective batch
             losses.append(step_loss.item() / world)
             if epoch == epochs - 1:
-                correct += torch.tensor([(logits.argmax(1) == labels).sum().item(), len(labels)])
+                correct += torch.tensor(
+                    [(logits.argmax(1) == labels).sum().item(), len(labels)], device=device
+                )
     dist.all_reduce(correct)
     dist.barrier()  # every rank is done with the group before any rank tears it down
     del ddp  # DDP goes before its process group
     rank = dist.get_rank()
     dist.destroy_process_group()
     accuracy = (correct[0] / correct[1]).item()
-    return {"rank": rank, "world size": world, "losses": losses, "last-epoch accuracy": accuracy}
+    report = {"rank": rank, "world size": world, "losses": losses, "last-epoch accuracy": accuracy}
+    return {**report, "device": str(device)}
 
 
 @record  # torchrun's report then shows a failing rank's traceback
@@ -106,8 +139,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A small CNN trained with DDP on synthetic images.")
     parser.add_argument("--effective-batch", type=int, default=32, help="images per step, over all ranks")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
-    report = train(args.effective_batch, args.epochs)
+    report = train(args.effective_batch, args.epochs, cpu=args.cpu)
     if report["rank"] == 0:
         sys.stdout.write(json.dumps(report) + "\n")
 

@@ -4,6 +4,13 @@ From a terminal (in `notebooks/`):
 
     torchrun --nproc-per-node=2 --max-restarts=1 workers/resume_training.py --out run --cpu
     torchrun --nproc-per-node=2 --max-restarts=1 workers/resume_training.py --out run --cpu --crash-in-epoch 2
+    torchrun --nproc-per-node=gpu --max-restarts=1 workers/resume_training.py --out run
+
+Without `--cpu`, where CUDA is there, process LOCAL_RANK drives GPU LOCAL_RANK with nccl
+(`set_device`, `device_ids=[local_rank]`); with more processes per machine than GPUs it stops
+with an error that says so. It needs only the variables torchrun sets (MASTER_ADDR, MASTER_PORT,
+RANK, LOCAL_RANK, WORLD_SIZE): under `mp.spawn` or a cluster launcher that sets them, rank 0
+hosts the rendezvous store, which torchrun hosts itself.
 
 At the start, every rank looks for `--out/snapshot.pt`; if it is there, the rank loads it (onto
 its own device, `map_location`) and goes on from the epoch after the one saved. After every
@@ -54,31 +61,53 @@ def save_snapshot(
     os.replace(path + ".tmp", path)
 
 
+def check_enough_gpus(local_rank: int, gpu_count: int) -> None:
+    """Raise RuntimeError, saying what to run instead, when GPU `local_rank` does not exist.
+
+    Process LOCAL_RANK drives GPU LOCAL_RANK, so a machine needs a GPU for every process on it;
+    without this check the process dies with CUDA's "invalid device ordinal".
+    """
+    if local_rank >= gpu_count:
+        raise RuntimeError(
+            f"this is the process with LOCAL_RANK={local_rank}, but this machine shows only {gpu_count} "
+            f"GPU(s) (torch.cuda.device_count()), so GPU {local_rank} does not exist: start at most "
+            f"{gpu_count} process(es) per machine (--nproc-per-node={gpu_count} or =gpu), or pass --cpu "
+            "to train on the CPU with gloo."
+        )
+
+
 def train(out: str, epochs: int, crash_in_epoch: int | None = None, cpu: bool = True) -> dict:
-    """Train with DDP from the last snapshot in `out` (or from scratch) up to `epochs`; report."""
-    local_rank = int(os.environ["LOCAL_RANK"])
+    """Train with DDP from the last snapshot in `out` (or from scratch) up to `epochs`; report.
+
+    It reads MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE from the environment, so
+    it runs under torchrun, the course launcher, `mp.spawn` or a cluster launcher alike.
+    """
+    local_rank, rank = int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"])
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # 0, then 1 after a restart
-    # torchrun's static rendezvous (--master-addr/--master-port) keeps one store for all attempts: a
-    # restarted rank could read the address a rank of the failed attempt left there, and connect to
-    # a process that is gone. A prefix per attempt keeps each attempt's keys apart.
-    store = dist.PrefixStore(
-        f"attempt{attempt}",
-        dist.TCPStore(
-            os.environ["MASTER_ADDR"],
-            int(os.environ["MASTER_PORT"]),
-            is_master=False,
-            timeout=timedelta(minutes=5),
-        ),
+    # torchrun (and the course launcher) host the rendezvous store and say so; under mp.spawn or a
+    # cluster launcher nobody does, and rank 0 hosts it, as init_process_group's env:// would.
+    hosted = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=rank == 0 and not hosted,
+        timeout=timedelta(minutes=5),
     )
-    group = {"store": store, "rank": int(os.environ["RANK"]), "world_size": int(os.environ["WORLD_SIZE"])}
+    # torchrun's static rendezvous (--master-addr/--master-port) keeps one store for all attempts: a
+    # prefix per attempt keeps a restarted rank from reading an address a failed attempt left there.
+    group = {
+        "store": dist.PrefixStore(f"attempt{attempt}", store),
+        "rank": rank,
+        "world_size": int(os.environ["WORLD_SIZE"]),
+    }
     if torch.cuda.is_available() and not cpu:
+        check_enough_gpus(local_rank, torch.cuda.device_count())  # one GPU per process, or a clear error
         device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device)  # this process's GPU: nccl and .cuda() use it from now on
         dist.init_process_group("nccl", device_id=device, **group)
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", **group)
-    rank = dist.get_rank()
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)).to(device)

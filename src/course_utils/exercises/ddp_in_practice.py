@@ -6,7 +6,12 @@ runs the reader's function in two real gloo ranks and counts DDP's all-reduces w
 """
 
 import math
+import numbers
+import os
+import random
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,7 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
 
+from course_utils.checkpoints import save_with_location
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
 from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
 
@@ -180,3 +188,158 @@ def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckRes
             "micro-batch but the last with ddp.no_sync()."
         )
     return passed("the whole batch's gradients on both ranks, with a single all-reduce.")
+
+
+# Exercise 4: resume from a snapshot. The uninterrupted run trains _RESUME_EPOCHS epochs; the check
+# resumes from the snapshot written after each of _RESUME_FROM epochs.
+_RESUME_EPOCHS, _RESUME_FROM = 3, (1, 2)
+
+
+def _resume_data() -> TensorDataset:
+    """48 samples of a smooth function of 4 inputs, the same in every rank."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(48, 4, generator=generator)
+    return TensorDataset(x, x.sum(1, keepdim=True).sin())
+
+
+def _resume_setup(init_seed: int, sampler_seed: int) -> tuple[DDP, torch.optim.Optimizer, DistributedSampler]:
+    """A fresh model (initialised from `init_seed`) wrapped in DDP, SGD with momentum, a sampler."""
+    torch.manual_seed(init_seed)
+    ddp = DDP(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)))
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    return ddp, optimizer, DistributedSampler(_resume_data(), shuffle=True, seed=sampler_seed)
+
+
+def _resume_epochs(
+    ddp: DDP, optimizer: torch.optim.Optimizer, sampler: DistributedSampler, epochs: range
+) -> None:
+    """Train `epochs`, setting the sampler's epoch first, as notebook 08's script does."""
+    loader = DataLoader(_resume_data(), batch_size=8, sampler=sampler)
+    for epoch in epochs:
+        sampler.set_epoch(epoch)
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.mse_loss(ddp(x), y).backward()
+            optimizer.step()
+
+
+def _resume_worker(resume: Callable[..., Any], folder: str, seed: int) -> list[dict[str, Any]]:
+    """One rank: an uninterrupted run with snapshots, then the reader's resume from each of them."""
+    # No GPU in the ranks, also on a GPU machine: a load without map_location must fail here.
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        ddp, optimizer, sampler = _resume_setup(0, seed)
+        for epoch in range(_RESUME_EPOCHS):
+            _resume_epochs(ddp, optimizer, sampler, range(epoch, epoch + 1))
+            if rank == 0 and epoch + 1 in _RESUME_FROM:
+                snapshot = {
+                    "model": ddp.module.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch + 1,
+                    "sampler": {"seed": seed, "epoch": epoch + 1},
+                }
+                save_with_location(
+                    snapshot, Path(folder, f"after{epoch + 1}.pt"), "cuda:0"
+                )  # as GPU 0 writes it
+            dist.barrier()
+        reference = {name: value.clone() for name, value in ddp.module.state_dict().items()}
+        results = []
+        for stop in _RESUME_FROM:
+            fresh, fresh_optimizer, fresh_sampler = _resume_setup(1, 0)  # other weights, the default seed
+            error, start = "", None
+            try:
+                start = resume(fresh, fresh_optimizer, fresh_sampler, str(Path(folder, f"after{stop}.pt")))
+            except Exception as err:
+                error = f"{type(err).__name__}: {err}"
+            loaded_state, loaded_seed = bool(fresh_optimizer.state_dict()["state"]), fresh_sampler.seed
+            usable = not error and isinstance(start, numbers.Integral) and not isinstance(start, bool)
+            usable = usable and 0 <= int(start) <= _RESUME_EPOCHS
+            everyone = torch.tensor([1.0 if usable else 0.0])
+            dist.all_reduce(everyone, op=dist.ReduceOp.MIN)  # train on only if every rank can
+            row: dict[str, Any] = {"stop": stop, "error": error, "start": repr(start), "equal": False}
+            if everyone.item() == 1.0:
+                _resume_epochs(fresh, fresh_optimizer, fresh_sampler, range(int(start), _RESUME_EPOCHS))
+                after = fresh.module.state_dict()
+                row.update(
+                    start=int(start),
+                    equal=all(torch.equal(after[name], value) for name, value in reference.items()),
+                    sampler_seed=loaded_seed,
+                    optimizer_state=loaded_state,
+                )
+            results.append(row)
+            del fresh
+        dist.barrier()
+        del ddp
+        return results
+    finally:
+        dist.destroy_process_group()
+
+
+def _resume_verdict(row: dict[str, Any], seed: int) -> CheckResult | None:
+    """The hint for one resumed run that went wrong, or None when it ended with the right weights."""
+    error, stop = row["error"], row["stop"]
+    if "CUDA" in error:
+        return failed(
+            "torch.load put the tensors back on cuda:0, the device the snapshot records (rank 0 saved "
+            "it on GPU 0): load with map_location set to this rank's device, here the CPU."
+        )
+    if "module." in error:
+        return failed(
+            "the snapshot holds the plain model's state dict, without DDP's `module.` prefix: load it "
+            "into `ddp.module`."
+        )
+    if error:
+        return failed(f"your function raised {error.splitlines()[0]}")
+    if not isinstance(row["start"], int):
+        return failed(f"return the next epoch to run, as a whole number, not {row['start']}.")
+    if row["start"] == stop - 1:
+        return failed("that is the last epoch the snapshot finished: return the next one, which it stores.")
+    if row["start"] != stop:
+        return failed(
+            f"after the snapshot of {stop} epoch(s) you returned {row['start']}: return its 'epoch'."
+        )
+    if row["equal"]:
+        return None
+    if not row["optimizer_state"]:
+        return failed(
+            "the optimizer starts from scratch: load its state too, or momentum begins again at zero."
+        )
+    if row["sampler_seed"] != seed:
+        return failed(
+            "the data come in another order than in the run that was interrupted: give the sampler the "
+            "seed the snapshot stores (set_epoch alone only chooses the epoch)."
+        )
+    return failed("the run did not end with the uninterrupted run's weights: load the model's state too.")
+
+
+def check_resume(resume: Callable[..., Any] | None) -> CheckResult:
+    """Check `resume(ddp, optimizer, sampler, path)`: restore a snapshot, return the next epoch.
+
+    It runs in two real gloo ranks: an uninterrupted run of 3 epochs writes snapshots after epochs
+    1 and 2; a fresh model, optimizer and sampler go through the reader's function and train on.
+    Both must end with the uninterrupted weights, bit for bit. The sampler's seed changes each time.
+    """
+    if (verdict := not_a_function(resume, "resume(ddp, optimizer, sampler, path)")) is not None:
+        return verdict
+    seed = random.randrange(1, 1_000_000)
+    with tempfile.TemporaryDirectory(prefix="course-resume-") as folder:
+        try:
+            ranks = launch(_resume_worker, _WORLD_SIZE, args=(resume, folder, seed), timeout=60)
+        except LaunchTimeoutError:
+            return failed("the ranks never finished: every rank must load the snapshot the same way.")
+        except WorkerError as err:
+            return failed(
+                f"rank {err.rank} stopped ({err.exc_type or 'it died'}) while resuming: your function "
+                "must return the next epoch, not end the process."
+            )
+        except LaunchError as err:
+            return failed(f"the ranks could not be started: {err}")
+    for row in ranks[0]:
+        if (verdict := _resume_verdict(row, seed)) is not None:
+            return verdict
+    return passed(
+        "both resumed runs end bit for bit with the uninterrupted run's weights: model, optimizer, "
+        "sampler seed and epoch restored."
+    )
