@@ -5,6 +5,7 @@ runs the reader's function in two real gloo ranks and counts DDP's all-reduces w
 (No `from __future__ import annotations` here: DDP checks a comm hook's annotations as objects.)
 """
 
+import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -183,6 +184,9 @@ def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckRes
     """
     if (verdict := not_a_function(step, "accumulation_step(ddp, micro_batches)")) is not None:
         return verdict
+    # DDP's constructor imports torch._dynamo (some 800 modules, seconds): imported here once, the
+    # forked ranks inherit it instead of each importing it again, at every check.
+    importlib.import_module("torch._dynamo")
     ranks = run_ranks(
         _accumulation_worker,
         _WORLD_SIZE,
