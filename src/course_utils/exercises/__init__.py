@@ -122,11 +122,6 @@ def whole_number_hint(value: object, what: str) -> str:
     return f"{what} is a whole number (an int), not a {type(value).__name__}."
 
 
-def same_type(answer: object, expected: object) -> bool:
-    """Whether `answer` is of `expected`'s own type (compared before `==`, which an answer may fake)."""
-    return type(answer) is type(expected)
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a call of the reader's function gave: its value, or what went wrong (`problem`)."""
