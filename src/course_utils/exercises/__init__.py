@@ -64,6 +64,10 @@ def _tensor_item(value: torch.Tensor) -> object:
         return None
 
 
+def _non_integer_dtype(tensor: torch.Tensor) -> bool:
+    return tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool
+
+
 def integral_value(value: object) -> int | None:
     """`value` as an int when it is an integer: an int, a NumPy integer or a 0-d integer tensor.
 
@@ -75,11 +79,9 @@ def integral_value(value: object) -> int | None:
         return None
     if isinstance(value, int | np.integer):
         return int(value)
-    if isinstance(value, torch.Tensor) and value.dtype not in (torch.bool,) and not value.is_floating_point():
-        if value.is_complex():
-            return None
+    if isinstance(value, torch.Tensor) and not _non_integer_dtype(value):
         item = _tensor_item(value)
-        return item if isinstance(item, int) and not isinstance(item, bool) else None
+        return item if isinstance(item, int) else None
     return None
 
 
@@ -91,10 +93,10 @@ def integral_list(value: object) -> list[int] | None:
         value = list(value)
     if not isinstance(value, list | tuple):
         return None
-    numbers_ = [integral_value(item) for item in value]
-    if any(number is None for number in numbers_):
+    items = [integral_value(item) for item in value]
+    if any(item is None for item in items):
         return None
-    return numbers_  # type: ignore[return-value]
+    return items  # type: ignore[return-value]
 
 
 def real_value(value: object) -> float | None:
@@ -102,9 +104,7 @@ def real_value(value: object) -> float | None:
     if isinstance(value, bool | np.bool_):
         return None
     if isinstance(value, torch.Tensor):
-        if value.is_complex() or value.dtype == torch.bool:
-            return None
-        value = _tensor_item(value)
+        value = None if value.is_complex() or value.dtype == torch.bool else _tensor_item(value)
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         return None
     number = float(value)
