@@ -19,10 +19,10 @@ def test_rank_and_world_size_right():
     assert check_rank_and_world_size(np.int64(9), torch.tensor(12)).ok
 
 
-@pytest.mark.parametrize("odd", [*odd_answers(), 9.4, np.float64(9.0)])
-def test_rank_and_world_size_odd_answers(odd):
-    assert_not_yet(check_rank_and_world_size(odd, 12), "whole numbers")
-    assert_not_yet(check_rank_and_world_size(9, odd), "whole numbers")
+def test_rank_and_world_size_odd_answers():
+    for odd in [*odd_answers(), 9.4, np.float64(9.0)]:
+        assert_not_yet(check_rank_and_world_size(odd, 12), "whole numbers")
+        assert_not_yet(check_rank_and_world_size(9, odd), "whole numbers")
 
 
 @pytest.mark.parametrize(

@@ -60,9 +60,9 @@ def test_cpu_threads_wrong_answers_get_a_hint_not_the_number():
     assert str(start_here.check_cpu_threads(...)).startswith("Not yet: replace ...")
 
 
-@pytest.mark.parametrize("wrong", odd_answers())
-def test_accelerator_odd_answers_are_not_yet(wrong):
-    assert_not_yet(start_here.check_accelerator(wrong), "give a string or None")
+def test_accelerator_odd_answers_are_not_yet():
+    for wrong in odd_answers():
+        assert_not_yet(start_here.check_accelerator(wrong), "give a string or None")
 
 
 def test_cpu_threads_integers_of_every_kind_pass():
@@ -71,9 +71,9 @@ def test_cpu_threads_integers_of_every_kind_pass():
     assert start_here.check_cpu_threads(torch.tensor(threads))
 
 
-@pytest.mark.parametrize("wrong", [*odd_answers(), 2.9, "4"])
-def test_cpu_threads_odd_answers_are_not_yet(wrong):
-    assert_not_yet(start_here.check_cpu_threads(wrong), "whole number")
+def test_cpu_threads_odd_answers_are_not_yet():
+    for wrong in [*odd_answers(), 2.9, "4"]:
+        assert_not_yet(start_here.check_cpu_threads(wrong), "whole number")
 
 
 def test_an_answer_equal_to_everything_does_not_pass():

@@ -49,15 +49,15 @@ def test_non_letters_are_refused_with_a_hint(answer):
     assert "letter" in result.message
 
 
-@pytest.mark.parametrize("number", [np.int64(1), torch.tensor(1)])
-def test_question_numbers_of_every_integer_kind(number):
-    assert check_error_fix(number, "C").ok
+def test_question_numbers_of_every_integer_kind():
+    for number in [np.int64(1), torch.tensor(1)]:
+        assert check_error_fix(number, "C").ok
 
 
-@pytest.mark.parametrize("number", [99, 1.0, 1.5, "1", [1], AlwaysEqual(), np.array([1, 2])])
-def test_unknown_question_numbers_are_not_yet(number):
-    result = check_error_fix(number, "C")
-    assert not result.ok and "there is no question" in result.message
+def test_unknown_question_numbers_are_not_yet():
+    for number in [99, 1.0, 1.5, "1", [1], AlwaysEqual(), np.array([1, 2])]:
+        result = check_error_fix(number, "C")
+        assert not result.ok and "there is no question" in result.message
 
 
 def test_unknown_question_numbers():
