@@ -94,6 +94,7 @@ def test_to_numpy_wrong_answers(wrong, hint):
         lambda a, b: a + b.to(a.device),
         lambda a, b: b.to(a.device) + a,
         lambda a, b: torch.add(a, b.to(a.device)),
+        lambda a, b: a.add_(b.to(a.device)),  # in place: a is the reader's own argument
         lambda a, b: a.add(b.to(a.device, non_blocking=True)),
     ],
 )

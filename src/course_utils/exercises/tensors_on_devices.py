@@ -87,7 +87,7 @@ def check_add_on_device_of(
     for a, b in pairs:
         where = f"a on {a.device.type}, b on {b.device.type}"
         try:
-            result = add_on_device_of(a, b)
+            result = add_on_device_of(a.clone(), b.clone())  # copies: an in-place sum leaves a as it was
         except SystemExit as err:
             return failed(f"with {where} your function {describe_error(err)}")
         except RuntimeError as err:
