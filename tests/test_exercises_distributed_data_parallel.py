@@ -19,7 +19,7 @@ from course_utils.exercises.distributed_data_parallel import (
     check_sampler_indices,
     check_unprefixed_state_dict,
 )
-from course_utils.launcher import WorkerError
+from course_utils.launcher import LaunchError, WorkerError
 
 
 def averages(model: nn.Module) -> None:
@@ -218,3 +218,23 @@ def test_a_peer_that_left_the_collective_is_explained(monkeypatch, gloo_says):
     monkeypatch.setattr(ranks, "launch", peer_left)
     result = check_average_gradients(averages)
     assert not result.ok and "lost its peer inside a collective" in str(result)
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (WorkerError(1, 3, "ValueError", "x"), "the check could not finish on rank 1"),
+        (LaunchError("no free port"), "could not be started: no free port"),
+        (
+            WorkerError(0, 3, "ReaderFailed", "raised KeyError: 'g'", also_failed={}),
+            "on rank 0 your function raised",
+        ),
+    ],
+)
+def test_launch_failures_are_put_in_words(monkeypatch, error, says):
+    def fails(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(ranks, "launch", fails)
+    result = check_average_gradients(averages)
+    assert not result.ok and says in str(result), str(result)

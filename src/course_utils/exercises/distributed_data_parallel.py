@@ -1,7 +1,7 @@
 """Checks for the exercises of notebook 06 (process groups, DistributedSampler, DDP).
 
 Each check runs or inspects the reader's answer and says what is right or wrong, with a hint,
-never the solution. The gradient check runs the reader's function in two real gloo ranks.
+never the solution. The gradient check runs the reader's function in real gloo ranks, 3 then 2.
 """
 
 from __future__ import annotations
