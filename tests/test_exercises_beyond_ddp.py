@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
+import torch._dynamo
 import torch.distributed as dist
+from exercise_answers import AlwaysEqual
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -34,7 +37,7 @@ FSDP = DDP // BYTES_WORLD_SIZE
 def test_right_bytes_pass():
     result = check_rank_bytes(DDP, FSDP)
     assert result.ok and str(result).startswith("Correct:")
-    assert check_rank_bytes(float(DDP), float(FSDP)).ok
+    assert check_rank_bytes(np.int64(DDP), torch.tensor(FSDP)).ok
 
 
 @pytest.mark.parametrize(
@@ -45,6 +48,11 @@ def test_right_bytes_pass():
         ("16", FSDP, "whole number"),
         (DDP + 0.5, FSDP, "whole number"),
         (True, FSDP, "whole number"),
+        (float(DDP), float(FSDP), "not a float"),  # the course's rule: whole numbers are integers
+        (DDP, FSDP + 0.9, "not a float"),  # right only after truncation
+        (AlwaysEqual(), FSDP, "whole number"),
+        (np.array([DDP, DDP]), FSDP, "whole number"),
+        (torch.tensor(DDP, device="meta"), FSDP, "whole number"),
         (float("inf"), FSDP, "whole number"),
         (DDP, float("nan"), "whole number"),
         (PARAMS // 4, FSDP, "count of numbers"),
@@ -97,8 +105,12 @@ def test_the_accepted_fsdp_bytes_are_what_fsdp_holds():
     assert check_rank_bytes(DDP, held[0]).ok
 
 
-def test_right_placements_pass():
-    assert check_embedding_placements(Shard(1), Shard(0)).ok
+@pytest.mark.parametrize(
+    ("colwise", "rowwise"),
+    [(Shard(1), Shard(0)), (Shard(-1), Shard(0)), (Shard(1), Shard(-2)), (Shard(np.int64(1)), Shard(0))],
+)
+def test_right_placements_pass(colwise, rowwise):
+    assert check_embedding_placements(colwise, rowwise).ok
 
 
 @pytest.mark.parametrize(
@@ -112,6 +124,11 @@ def test_right_placements_pass():
         (Shard(0), Shard(1), "nn.Linear's placements"),
         (Shard(0), Shard(0), "colwise_weight"),
         (Shard(1), Shard(1), "rowwise_weight"),
+        (Shard(-2), Shard(-1), "nn.Linear's placements"),
+        (Shard(2), Shard(0), "dim 0 or 1"),
+        (Shard(1), Shard(-3), "dim 0 or 1"),
+        (AlwaysEqual(), Shard(0), "should be a placement"),
+        (Shard(1), np.array([0]), "should be a placement"),
     ],
 )
 def test_wrong_placements_get_a_hint(colwise, rowwise, hint):
@@ -140,6 +157,7 @@ def test_the_accepted_placements_are_what_parallelize_module_gives():
 
 def test_right_local_shape_passes():
     assert check_local_shape((1, 6)).ok
+    assert check_local_shape(np.array([1, 6])).ok and check_local_shape((np.int64(1), torch.tensor(6))).ok
     assert check_local_shape([1, 6]).ok
     assert check_local_shape(torch.Size([1, 6])).ok
 
@@ -150,6 +168,11 @@ def test_right_local_shape_passes():
         (..., "replace the `...`"),
         (7, "tuple of whole numbers"),
         (("a", 6), "tuple of whole numbers"),
+        ((1.0, 6.0), "tuple of whole numbers"),
+        ((1.7, 6.2), "tuple of whole numbers"),  # right only after truncation
+        (("1", "6"), "tuple of whole numbers"),
+        ((AlwaysEqual(), AlwaysEqual()), "tuple of whole numbers"),
+        (torch.ones(2, device="meta"), "tuple of whole numbers"),
         ((1,), "as many dimensions"),
         ((1, 3), "dim 1 keeps its size"),
         ((3, 6), "not split into equal parts"),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
+from exercise_answers import AlwaysEqual, assert_not_yet, odd_answers
 
 from course_utils.exercises.choosing_gpus import check_cuda_reading, check_freest_value, check_physical_gpu
 
@@ -20,7 +23,7 @@ def test_physical_gpu():
     assert "logical id itself" in str(check_physical_gpu(1))
     assert "start at 0" in str(check_physical_gpu(5))
     assert "not even visible" in str(check_physical_gpu(0))
-    assert "as an int" in str(check_physical_gpu("2"))
+    assert "without quotes" in str(check_physical_gpu("2"))
     assert not check_physical_gpu(True)
 
 
@@ -71,3 +74,35 @@ def test_hints_never_contain_the_solution(check, wrong):
     message = str(check(wrong))
     for solution in ("3,6,1", "[1, 3]", " 2 "):
         assert solution not in message
+
+
+def test_physical_gpu_integers_of_every_kind_pass():
+    for right in [2, np.int64(2), torch.tensor(2)]:
+        assert check_physical_gpu(right)
+
+
+def test_physical_gpu_refuses_what_is_no_integer():
+    for wrong in [2.0, 2.4, "2", np.float64(2.0), *odd_answers()]:
+        assert_not_yet(check_physical_gpu(wrong), "whole number")
+
+
+def test_cuda_reading_equivalent_right_answers_pass():
+    for right in [[1, 3], (1, 3), np.array([1, 3]), [np.int64(1), torch.tensor(3)]]:
+        assert check_cuda_reading(right)
+
+
+def test_cuda_reading_refuses_what_only_looks_like_the_list():
+    for wrong in [
+        [AlwaysEqual(), AlwaysEqual()],
+        [1.0, 3.0],
+        ["1", "3"],
+        [[1], [3]],
+        {1, 3},
+        np.array([[1, 3]]),
+    ]:
+        assert_not_yet(check_cuda_reading(wrong), "list of ints")
+
+
+def test_freest_value_refuses_what_is_no_string():
+    for wrong in [AlwaysEqual(), *odd_answers()]:
+        assert_not_yet(check_freest_value(wrong), "in quotes")

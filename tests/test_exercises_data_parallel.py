@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from exercise_answers import AlwaysEqual
 from torch import nn
 
 from course_utils.exercises import CheckResult
@@ -24,6 +26,7 @@ def test_replica_sizes_accepts_the_rule(batch, devices):
     result = check_replica_sizes(replica_sizes(batch, devices), batch, devices)
     assert result and str(result).startswith("Correct: ")
     assert check_replica_sizes(tuple(replica_sizes(batch, devices)), batch, devices)
+    assert check_replica_sizes(np.array(replica_sizes(batch, devices)), batch, devices)
 
 
 @pytest.mark.parametrize(
@@ -32,6 +35,12 @@ def test_replica_sizes_accepts_the_rule(batch, devices):
         (None, "write your prediction"),
         ("3,3,3,1", "list of ints"),
         ([3, 3, 3, True], "list of ints"),
+        ([3.0, 3.0, 3.0, 1.0], "list of ints"),
+        ([3.2, 3.9, 3.5, 1.1], "list of ints"),  # right only after truncation
+        ([AlwaysEqual()] * 4, "list of ints"),
+        (AlwaysEqual(), "list of ints"),
+        (np.array([[3, 3, 3, 1]]), "list of ints"),
+        (torch.ones(4, device="meta"), "list of ints"),
         ([3, 3, 3], "add up to the batch of 10"),
         ([5, 5, 0, 0], "never gets an empty piece"),
         ([2, 2, 2, 2, 2], "at most 4 replicas"),
@@ -48,6 +57,8 @@ def test_replica_sizes_rejects_with_a_hint_not_the_answer(answer, hint):
 def test_idle_batches_accepts_the_rule():
     assert check_idle_batches(IDLE)
     assert check_idle_batches(sorted(IDLE))
+    assert check_idle_batches(np.array(sorted(IDLE)))
+    assert check_idle_batches({np.int64(n) for n in IDLE})
 
 
 @pytest.mark.parametrize(
@@ -55,7 +66,13 @@ def test_idle_batches_accepts_the_rule():
     [
         (None, "write the batch sizes"),
         ("1234567", "set of ints"),
-        ({1.0, 2.0}, "ints only"),
+        ({1.0, 2.0}, "whole numbers only"),
+        ([[1], [2]], "whole numbers only"),  # unhashable
+        ([AlwaysEqual()], "whole numbers only"),
+        ({str(n) for n in IDLE}, "whole numbers only"),
+        ({n + 0.5 for n in IDLE}, "whole numbers only"),  # right only after truncation
+        (np.array([[1, 2]]), "whole numbers only"),
+        (torch.ones(2, device="meta"), "whole numbers only"),
         ({0, 1}, "remove [0]"),
         (set(range(1, 8)), "you missed 15"),
         (IDLE | {16}, "1 of your batch sizes keep all 8 GPUs busy"),
@@ -86,8 +103,10 @@ def test_batch_dim_accepts_dim_1_and_minus_2():
         (lambda: nn.DataParallel(nn.GRU(4, 3)), "uses the simulation"),
         (lambda: simulated_data_parallel(nn.Linear(4, 3), 3, dim=1), "sequence-first GRU"),
         (lambda: simulated_data_parallel(nn.GRU(4, 3, batch_first=True), 3, dim=0), "sequence-first GRU"),
-        (lambda: simulated_data_parallel(nn.GRU(4, 3), 3, dim=0), "not the batch"),
+        (lambda: simulated_data_parallel(nn.GRU(4, 3), 3, dim=0), "not its batch"),
         (lambda: simulated_data_parallel(nn.GRU(4, 3), 3, dim=2), "raised RuntimeError"),
+        (lambda: simulated_data_parallel(nn.GRU(6, 3), 3, dim=2), "raised RuntimeError"),
+        (lambda: simulated_data_parallel(nn.GRU(4, 3), 1, dim=0), "not its batch"),
     ],
 )
 def test_batch_dim_rejects_with_a_hint(make, hint):

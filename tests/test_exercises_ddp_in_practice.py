@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 
+import numpy as np
 import pytest
+import torch
 import torch.nn.functional as F
+from exercise_answers import AlwaysEqual
 
 from course_utils.exercises.ddp_in_practice import (
     check_accumulation_step,
@@ -17,6 +23,7 @@ from course_utils.exercises.ddp_in_practice import (
 def test_effective_batch_right():
     result = check_effective_batch(3 * 8 * 16 * 4)
     assert result.ok and str(result).startswith("Correct: ")
+    assert check_effective_batch(np.int64(1536)).ok and check_effective_batch(torch.tensor(1536)).ok
 
 
 @pytest.mark.parametrize(
@@ -24,8 +31,13 @@ def test_effective_batch_right():
     [
         (None, "whole number"),
         (..., "whole number"),
-        ("1536", "give a number"),
-        (True, "give a number"),
+        ("1536", "without quotes"),
+        (True, "whole number"),
+        (1536.0, "not a float"),
+        (1536.7, "not a float"),
+        (AlwaysEqual(), "whole number"),
+        (np.array([1536, 1536]), "whole number"),
+        (torch.tensor(1536, device="meta"), "whole number"),
         (3 * 8 * 16, "also accumulates"),
         (8 * 16 * 4, "one machine's share"),
         (64, "what one GPU sees"),
@@ -39,7 +51,11 @@ def test_effective_batch_wrong(answer, hint):
 
 
 def test_scaled_lr_right():
-    assert check_scaled_lr(0.6).ok
+    assert (
+        check_scaled_lr(0.6).ok
+        and check_scaled_lr(np.float32(0.6)).ok
+        and check_scaled_lr(torch.tensor(0.6)).ok
+    )
     assert check_scaled_lr(0.1 * 1536 / 256).ok
 
 
@@ -49,6 +65,9 @@ def test_scaled_lr_right():
         (None, "write the learning rate"),
         (..., "write the learning rate"),
         ("0.6", "give a number"),
+        (AlwaysEqual(), "give a number"),
+        (np.array([0.6, 0.6]), "give a number"),
+        (torch.tensor(0.6, device="meta"), "give a number"),
         (0.1, "reference's learning rate"),
         (0.1 * math.sqrt(6), "square-root scaling"),
         (0.1 / 6, "not a smaller one"),
@@ -101,9 +120,48 @@ def raises(ddp, micro_batches):
     raise KeyError("x")
 
 
-def test_accumulation_right():
-    result = check_accumulation_step(accumulates_with_no_sync)
-    assert result.ok and str(result).startswith("Correct: ")
+def divides_by_four(ddp, micro_batches):
+    k = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        context = ddp.no_sync() if i < k - 1 else contextlib.nullcontext()
+        with context:
+            (F.mse_loss(ddp(x), y) / 4).backward()  # the count of the lesson's example, written in
+
+
+def accumulates_one_loss(ddp, micro_batches):
+    """One backward over the mean of the micro-batch losses: right gradients, one all-reduce."""
+    losses = [F.mse_loss(ddp(x), y) for x, y in micro_batches]
+    torch.stack(losses).mean().backward()
+
+
+def accumulates_with_exit_stack(ddp, micro_batches):
+    *first, last = micro_batches
+    with ddp.no_sync():
+        for x, y in first:
+            F.mse_loss(ddp(x), y).div(len(micro_batches)).backward()
+    x, y = last
+    F.mse_loss(ddp(x), y).div(len(micro_batches)).backward()
+
+
+def replaces_the_weight(ddp, micro_batches):
+    ddp.module.weight = torch.nn.Parameter(torch.zeros(1, 3))
+    accumulates_with_no_sync(ddp, micro_batches)
+
+
+def exits(ddp, micro_batches):
+    sys.exit(0)
+
+
+def ends_its_process(ddp, micro_batches):
+    os._exit(3)
+
+
+@pytest.mark.parametrize(
+    "right", [accumulates_with_no_sync, accumulates_with_exit_stack, accumulates_one_loss]
+)
+def test_accumulation_right(right):
+    result = check_accumulation_step(right)
+    assert result.ok and str(result).startswith("Correct: "), str(result)
 
 
 @pytest.mark.parametrize(
@@ -116,7 +174,11 @@ def test_accumulation_right():
         (forgets_to_divide, "4 times too large"),
         (never_syncs, "ranks hold different gradients"),
         (steps_the_weights, "do not call the optimizer"),
-        (raises, "KeyError"),
+        (raises, "on rank 0 your function raised KeyError: 'x'"),
+        (divides_by_four, "with 3 micro-batches the gradients differ"),
+        (replaces_the_weight, "replaced the model's parameters"),
+        (exits, "called sys.exit(0)"),
+        (ends_its_process, "exited with code 3"),
     ],
 )
 def test_accumulation_wrong(answer, hint):

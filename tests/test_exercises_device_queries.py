@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
+import numpy as np
 import pytest
 import torch
+from exercise_answers import assert_not_yet, odd_answers
 
 from course_utils.exercises.device_queries import check_device_choice, check_hidden_gpu_count
 
@@ -64,7 +68,7 @@ def test_the_patches_are_restored_after_the_check():
     )
     check_device_choice(hard_coded_cpu)
     raising = check_device_choice(lambda: 1 / 0)  # an error inside a pretended machine still restores
-    assert not raising.ok and "on this machine it raises ZeroDivisionError" in str(raising)
+    assert not raising.ok and "on this machine it raised ZeroDivisionError" in str(raising)
     after = (
         torch.accelerator.is_available(),
         torch.cuda.is_available(),
@@ -83,6 +87,8 @@ def test_the_patches_are_restored_after_the_check():
         (lambda: ..., "replace ... in pick_device"),
         (lambda: "cpu", "wrap it in torch.device"),
         (lambda: 0, "returns a int"),
+        (sys.exit, "called sys.exit()"),
+        (lambda: torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"), "picks 'cpu'"),
     ],
 )
 def test_wrong_kinds_of_answer_get_a_hint(answer, says):
@@ -90,8 +96,11 @@ def test_wrong_kinds_of_answer_get_a_hint(answer, says):
     assert not result.ok and says in str(result)
 
 
-def test_hidden_gpu_count():
-    assert check_hidden_gpu_count(0).ok
-    assert not check_hidden_gpu_count(8).ok
-    assert not check_hidden_gpu_count(False).ok
-    assert not check_hidden_gpu_count(...).ok
+def test_hidden_gpu_count_right():
+    for right in [0, np.int64(0), torch.tensor(0)]:
+        assert check_hidden_gpu_count(right).ok
+
+
+def test_hidden_gpu_count_wrong():
+    for wrong in [8, 1, False, 0.0, "0", ..., *odd_answers(), np.zeros(2)]:
+        assert_not_yet(check_hidden_gpu_count(wrong))

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
+import numpy as np
 import pytest
+import torch
 import torch.distributed as dist
+from exercise_answers import AlwaysEqual
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
+from course_utils.exercises import ranks
 from course_utils.exercises.distributed_data_parallel import (
     check_average_gradients,
     check_sampler_indices,
     check_unprefixed_state_dict,
 )
+from course_utils.launcher import LaunchError, WorkerError
 
 
 def averages(model: nn.Module) -> None:
@@ -38,8 +46,58 @@ def raises(model: nn.Module) -> None:
     raise KeyError("grad")
 
 
-def test_average_gradients_right():
-    result = check_average_gradients(averages)
+def hard_coded_two(model: nn.Module) -> None:
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= 2  # the world size of the lesson's example, written in
+
+
+def hard_coded_three(model: nn.Module) -> None:
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= 3
+
+
+def one_flat_all_reduce(model: nn.Module) -> None:
+    grads = [p.grad for p in model.parameters()]
+    flat = torch.cat([g.flatten() for g in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= dist.get_world_size()
+    for g, piece in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+        g.copy_(piece.view_as(g))
+
+
+def gathers_then_means(model: nn.Module) -> None:
+    for p in model.parameters():
+        pieces = [torch.empty_like(p.grad) for _ in range(dist.get_world_size())]
+        dist.all_gather(pieces, p.grad)
+        p.grad = torch.stack(pieces).mean(0)
+
+
+def rank_zeros_gradient(model: nn.Module) -> None:
+    for p in model.parameters():
+        dist.broadcast(p.grad, src=0)  # all ranks agree, on one rank's gradient
+
+
+def replaces_the_weight(model: nn.Module) -> None:
+    model.weight = nn.Parameter(torch.zeros(2, 3))
+
+
+def drops_the_gradients(model: nn.Module) -> None:
+    model.zero_grad(set_to_none=True)
+
+
+def exits_quietly(model: nn.Module) -> None:
+    sys.exit(0)
+
+
+def ends_its_process(model: nn.Module) -> None:
+    os._exit(3)
+
+
+@pytest.mark.parametrize("right", [averages, one_flat_all_reduce, gathers_then_means])
+def test_average_gradients_right(right):
+    result = check_average_gradients(right)
     assert result.ok and str(result).startswith("Correct: ")
 
 
@@ -51,22 +109,45 @@ def test_average_gradients_right():
         (42, "pass the function itself"),
         (sums, "the sum"),
         (does_nothing, "still disagree"),
-        (raises, ": KeyError: 'grad'"),
+        (raises, "on rank 0 your function raised KeyError: 'grad'"),
+        (hard_coded_two, "with 3 ranks they agree, but not on the mean"),
+        (hard_coded_three, "right with 3 ranks, not with 2"),
+        (rank_zeros_gradient, "not on the mean"),
+        (replaces_the_weight, "replaced the model's parameters"),
+        (drops_the_gradients, "no .grad tensor"),
+        (exits_quietly, "called sys.exit(0)"),
+        (ends_its_process, "exited with code 3"),
     ],
 )
 def test_average_gradients_wrong(answer, hint):
     result = check_average_gradients(answer)
-    assert not result.ok and hint in str(result) and str(result).startswith("Not yet: ")
+    assert not result.ok and hint in str(result) and str(result).startswith("Not yet: "), str(result)
 
 
 def test_average_gradients_hanging_collective(monkeypatch):
-    import course_utils.exercises.distributed_data_parallel as ex
-
-    real_launch = ex.launch
-    monkeypatch.setattr(ex, "launch", lambda *a, **k: real_launch(*a, **{**k, "timeout": 2}))
+    real_launch = ranks.launch
+    monkeypatch.setattr(ranks, "launch", lambda *a, **k: real_launch(*a, **{**k, "timeout": 2}))
     result = check_average_gradients(only_rank0_reduces)
-    # Rank 1 returns and leaves: rank 0 either sees its peer gone or waits until the timeout.
+    # The others return and leave: rank 0 either sees its peer gone or waits until the timeout.
     assert not result.ok and "Every rank must make the same collective calls" in str(result)
+
+
+def test_sampler_indices_equivalent_right_answers():
+    for right in [[2, 6, 0], (2, 6, 0), np.array([2, 6, 0]), [np.int64(2), torch.tensor(6), 0]]:
+        assert check_sampler_indices(right).ok
+
+
+def test_sampler_indices_refuses_what_only_becomes_right_by_conversion():
+    for wrong in [
+        [2.9, 6.2, 0.5],
+        ["2", "6", "0"],
+        [AlwaysEqual()] * 3,
+        AlwaysEqual(),
+        np.array([[2, 6, 0]]),
+        {2: 0},
+    ]:
+        result = check_sampler_indices(wrong)
+        assert not result.ok and "whole numbers" in str(result)
 
 
 def test_sampler_indices():
@@ -79,18 +160,47 @@ def test_sampler_indices():
     assert "whole numbers" in str(check_sampler_indices("abc"))
 
 
-def test_unprefixed_state_dict():
-    model = nn.Linear(3, 2)
-    wrapped = {f"module.{k}": v for k, v in model.state_dict().items()}
-    assert "build the state_dict" in str(check_unprefixed_state_dict(..., model))
-    assert "'module.'" in str(check_unprefixed_state_dict(wrapped, model))
-    assert "missing bias" in str(check_unprefixed_state_dict({"weight": model.weight}, model))
-    assert "loading fails" in str(
-        check_unprefixed_state_dict({"weight": model.weight, "bias": model.weight}, model)
-    )
+def _wrapped_state() -> tuple[dict, nn.Module]:
+    torch.manual_seed(5)
+    trained = nn.Linear(3, 2)
+    return {f"module.{k}": v for k, v in trained.state_dict().items()}, trained
+
+
+def test_unprefixed_state_dict_right_answers():
+    wrapped, trained = _wrapped_state()
     fixed = dict(wrapped)
     consume_prefix_in_state_dict_if_present(fixed, "module.")
-    assert check_unprefixed_state_dict(fixed, model).ok
+    assert check_unprefixed_state_dict(fixed, nn.Linear(3, 2), wrapped).ok
+    by_hand = {k.removeprefix("module."): v.clone() for k, v in wrapped.items()}
+    assert check_unprefixed_state_dict(by_hand, nn.Linear(3, 2), wrapped).ok
+    assert check_unprefixed_state_dict(by_hand, trained).ok  # compared with the model it came from
+
+
+@pytest.mark.parametrize(
+    ("make", "hint"),
+    [
+        (lambda wrapped: ..., "build the state_dict"),
+        (lambda wrapped: wrapped, "'module.'"),
+        (lambda wrapped: {"weight": wrapped["module.weight"]}, "missing bias"),
+        (
+            lambda wrapped: {"weight": wrapped["module.weight"], "bias": wrapped["module.weight"]},
+            "loading fails",
+        ),
+        (lambda wrapped: nn.Linear(3, 2).state_dict(), "does not hold the saved values"),  # a fresh model's
+        (lambda wrapped: {k[7:]: torch.zeros_like(v) for k, v in wrapped.items()}, "does not hold the saved"),
+        (
+            lambda wrapped: {k[7:]: torch.empty_like(v, device="meta") for k, v in wrapped.items()},
+            "loading fails",
+        ),
+        (lambda wrapped: {k[7:]: v.tolist() for k, v in wrapped.items()}, "loading fails"),
+        (lambda wrapped: list(wrapped.items()), "not a list"),
+        (lambda wrapped: {1: 2}, "as strings"),
+    ],
+)
+def test_unprefixed_state_dict_wrong_answers(make, hint):
+    wrapped, _ = _wrapped_state()
+    result = check_unprefixed_state_dict(make(wrapped), nn.Linear(3, 2), wrapped)
+    assert not result.ok and hint in str(result) and str(result).startswith("Not yet: "), str(result)
 
 
 @pytest.mark.parametrize(
@@ -102,12 +212,29 @@ def test_unprefixed_state_dict():
     ],
 )
 def test_a_peer_that_left_the_collective_is_explained(monkeypatch, gloo_says):
-    import course_utils.exercises.distributed_data_parallel as ex
-    from course_utils.launcher import WorkerError
-
     def peer_left(*args, **kwargs):
         raise WorkerError(0, 2, "RuntimeError", gloo_says)
 
-    monkeypatch.setattr(ex, "launch", peer_left)
+    monkeypatch.setattr(ranks, "launch", peer_left)
     result = check_average_gradients(averages)
     assert not result.ok and "lost its peer inside a collective" in str(result)
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (WorkerError(1, 3, "ValueError", "x"), "the check could not finish on rank 1"),
+        (LaunchError("no free port"), "could not be started: no free port"),
+        (
+            WorkerError(0, 3, "ReaderFailed", "raised KeyError: 'g'", also_failed={}),
+            "on rank 0 your function raised",
+        ),
+    ],
+)
+def test_launch_failures_are_put_in_words(monkeypatch, error, says):
+    def fails(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(ranks, "launch", fails)
+    result = check_average_gradients(averages)
+    assert not result.ok and says in str(result), str(result)

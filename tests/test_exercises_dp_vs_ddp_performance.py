@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import statistics
+import sys
 
+import numpy as np
 import pytest
 import torch
+from exercise_answers import AlwaysEqual
 
 from course_utils.exercises import CheckResult
 from course_utils.exercises.dp_vs_ddp_performance import (
@@ -31,6 +34,7 @@ def not_yet(result: CheckResult) -> str:
 
 def test_samples_per_second_accepts_the_right_number():
     assert check_samples_per_second(TRUTH)
+    assert check_samples_per_second(np.float32(TRUTH)) and check_samples_per_second(torch.tensor(TRUTH))
     assert check_samples_per_second(round(TRUTH))
     assert str(check_samples_per_second(TRUTH)).startswith("Correct: ")
 
@@ -41,6 +45,10 @@ def test_samples_per_second_accepts_the_right_number():
         (None, "compute the job's"),
         ("2000", "should be a number"),
         (True, "should be a number"),
+        (AlwaysEqual(), "should be a number"),
+        (np.array([TRUTH, TRUTH]), "should be a number"),
+        (torch.tensor(TRUTH, device="meta"), "should be a number"),
+        (float("nan"), "should be a number"),
         (TRUTH / WORLD, "throughput of one process"),
         (1 / SLOWEST, "steps per second"),
         (WORLD * PER_RANK_BATCH / max(statistics.median(t) for t in EXAMPLE_STEP_TIMES.values()), "warm-up"),
@@ -76,6 +84,9 @@ def test_snippets_accepts_the_correct_pair_in_any_form():
     [
         (None, "write the letters"),
         (42, "set of letters"),
+        ([["C"], ["D"]], "remove"),
+        (AlwaysEqual(), "set of letters"),
+        ({AlwaysEqual()}, "remove"),
         ({"C", "Z"}, "remove ['Z']"),
         ({"C"}, "left out 1"),
         ({"A", "C", "D"}, "single, cold call"),
@@ -95,8 +106,39 @@ def right_summarize(times, warmup):
     return q2, q3 - q1
 
 
-def test_median_and_iqr_accepts_a_right_function():
-    assert check_median_and_iqr(right_summarize)
+def with_numpy(times, warmup):
+    q1, q2, q3 = np.percentile(times[warmup:], [25, 50, 75])
+    return [q2, q3 - q1]  # a list, of NumPy floats
+
+
+def with_torch(times, warmup):
+    q1, q2, q3 = torch.quantile(torch.tensor(times[warmup:]), torch.tensor([0.25, 0.5, 0.75]))
+    return q2.item(), (q3 - q1).item()  # float32 arithmetic
+
+
+def torch_median(times, warmup):
+    kept = torch.tensor(times[warmup:])
+    q1, q3 = torch.quantile(kept, torch.tensor([0.25, 0.75]))
+    return kept.median().item(), (q3 - q1).item()  # torch.median: the lower middle value
+
+
+def exclusive_quartiles(times, warmup):
+    q1, q2, q3 = statistics.quantiles(times[warmup:], n=4)
+    return q2, q3 - q1
+
+
+def middle_element(times, warmup):
+    kept = sorted(times[warmup:])
+    return kept[len(kept) // 2], right_summarize(times, warmup)[1]
+
+
+def exits(times, warmup):
+    sys.exit("done")
+
+
+@pytest.mark.parametrize("right", [right_summarize, with_numpy, with_torch])
+def test_median_and_iqr_accepts_a_right_function(right):
+    assert check_median_and_iqr(right)
 
 
 @pytest.mark.parametrize(
@@ -111,6 +153,18 @@ def test_median_and_iqr_accepts_a_right_function():
         (lambda t, w: right_summarize(t, 0), "includes the warm-up"),
         (lambda t, w: (statistics.mean(t[w:]), right_summarize(t, w)[1]), "that is the mean"),
         (lambda t, w: (statistics.median(t[w:]), max(t[w:]) - min(t[w:])), "the IQR is not right"),
+        (torch_median, "the median is not right"),
+        (middle_element, "the median is not right"),
+        (
+            lambda t, w: (
+                statistics.median(t[w:]),
+                statistics.quantiles(t[w:], n=4)[2] - statistics.quantiles(t[w:], n=4)[0],
+            ),
+            "the IQR",
+        ),
+        (exits, "called sys.exit('done')"),
+        (lambda t, w: AlwaysEqual(), "return a tuple of two floats"),
+        (lambda t, w: (AlwaysEqual(), AlwaysEqual()), "return a tuple of two floats"),
     ],
 )
 def test_median_and_iqr_rejects_with_a_hint(fn, hint):

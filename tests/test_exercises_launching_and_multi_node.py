@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
+from exercise_answers import AlwaysEqual, assert_not_yet, odd_answers
 
 from course_utils.exercises.launching_and_multi_node import check_node1_command, check_rank_and_world_size
+
+GOOD = "--nnodes=2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 --master-port=29500 train.py"
+ENDPOINT = "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=4 --rdzv-endpoint=10.0.0.1:29500 train.py"
 
 
 def test_rank_and_world_size_right():
     result = check_rank_and_world_size(9, 12)
     assert result.ok and str(result).startswith("Correct: ")
+    assert check_rank_and_world_size(np.int64(9), torch.tensor(12)).ok
+
+
+def test_rank_and_world_size_odd_answers():
+    for odd in [*odd_answers(), 9.4, np.float64(9.0)]:
+        assert_not_yet(check_rank_and_world_size(odd, 12), "whole numbers")
+        assert_not_yet(check_rank_and_world_size(9, odd), "whole numbers")
 
 
 @pytest.mark.parametrize(
@@ -45,14 +58,16 @@ def test_rank_and_world_size_wrong(rank, world_size, hint):
         "--master-addr=10.0.0.1 --master-port=29500 train.py --epochs 3",
         "torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 "
         "--rdzv-id=job42 train.py",
+        # equivalent forms: torchrun's default port is 29500; "2:2" is 2 nodes, no fewer, no more;
+        # a static rendezvous given as an endpoint meets there
+        "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 train.py",
+        "torchrun " + GOOD.replace("--nnodes=2", "--nnodes=2:2"),
+        ENDPOINT,
     ],
 )
 def test_node1_command_right(command):
     result = check_node1_command(command)
     assert result.ok, result
-
-
-GOOD = "--nnodes=2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 --master-port=29500 train.py"
 
 
 @pytest.mark.parametrize(
@@ -61,6 +76,21 @@ GOOD = "--nnodes=2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 --mas
         (..., "write the command as a string"),
         ("  ", "write the command as a string"),
         (["torchrun"], "one string"),
+        (AlwaysEqual(), "one string"),
+        ("torchrun --help", "print its help"),
+        ("torchrun -h " + GOOD, "print its help"),
+        (
+            "torchrun --nnodes=1:2 --node-rank=1 --nproc-per-node=4 --master-addr=10.0.0.1 train.py",
+            "--nnodes",
+        ),
+        (
+            "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=4 --rdzv-endpoint=10.0.0.1:29400 train.py",
+            "host:port",
+        ),
+        (
+            "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=4 --rdzv-endpoint=127.0.0.1:29500 train.py",
+            "itself",
+        ),
         ('torchrun "unclosed', "cannot be split"),
         ("python train.py", "start the command with torchrun"),
         ("python -m torch.distributed.launch " + GOOD, "deprecated"),

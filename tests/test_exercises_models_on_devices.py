@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
+import pytest
 import torch
+from exercise_answers import assert_not_yet
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
@@ -102,3 +106,106 @@ def test_load_hints_point_at_the_cause_without_the_fix():
         result = models.check_load_gpu_checkpoint(lambda model, path: model.load_state_dict(torch.load(path)))
         assert not result and "saved on a GPU" in result.message
         assert "map_location=" not in result.message.split("Attempting")[0]
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        lambda x, y, d: (x.to(d, torch.float32), y.to(d, torch.long).view(-1)),
+        lambda x, y, d: (x.float().to(d), y.long().to(d).squeeze(1)),
+        lambda x, y, d: [x.to(device=d, dtype=torch.float32), y[:, 0].to(d, torch.int64)],
+        lambda x, y, d: (x.to(d).float(), y.to(d).flatten().long()),
+    ],
+)
+def test_prepare_batch_equivalent_right_answers_pass(right):
+    assert models.check_prepare_batch(right)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (lambda x, y, d: (x.to(d, torch.float32), y.to(d, torch.long).squeeze()), "a batch of 1"),
+        (lambda x, y, d: (x.to(d, torch.float32), y.to(d, torch.long).view(4)), "batch size"),
+        (lambda x, y, d: (x.to(d, torch.float32) / 255, y.to(d, torch.long).view(-1)), "do not rescale"),
+        (
+            lambda x, y, d: (
+                x.to(d, torch.float32),
+                torch.zeros_like(y, dtype=torch.long, device=d).view(-1),
+            ),
+            "label",
+        ),
+        (lambda x, y, d: sys.exit(2), "called sys.exit(2)"),
+    ],
+)
+def test_prepare_batch_wrong_answers(wrong, hint):
+    assert_not_yet(models.check_prepare_batch(wrong), hint)
+
+
+def _meta_written_in(device: torch.device):
+    model = nn.Linear(2, 2).to("meta")
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def _half_the_model(device: torch.device):
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)).to(device)
+    return model, torch.optim.SGD(model[0].parameters(), lr=0.1)
+
+
+def _right_with_adam(device: torch.device):
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    model.to(device)
+    return model, torch.optim.Adam(model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (_meta_written_in, "not all on the device given"),
+        (_half_the_model, "current parameters"),
+        (lambda d: sys.exit(), "called sys.exit()"),
+    ],
+)
+def test_model_and_optimizer_wrong_answers(wrong, hint):
+    assert_not_yet(models.check_model_and_optimizer(wrong), hint)
+
+
+def test_model_and_optimizer_equivalent_right_answer():
+    assert models.check_model_and_optimizer(_right_with_adam)
+
+
+def _rebuilds_the_checks_weights(model: nn.Module, path) -> None:
+    torch.manual_seed(1)  # the seed the check once used: the weights must come from the file
+    model.load_state_dict(models.exercise_model().state_dict())
+
+
+def _removes_a_parameter(model: nn.Module, path) -> None:
+    model.hidden.weight = None
+
+
+def _returns_a_new_model(model: nn.Module, path):
+    fresh = models.exercise_model()
+    state = torch.load(path, map_location="cpu")
+    fresh.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
+    return fresh
+
+
+def _right_by_hand(model: nn.Module, path) -> None:
+    state = torch.load(path, map_location=lambda storage, location: storage, weights_only=True)
+    model.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (_rebuilds_the_checks_weights, "does not hold the saved weights"),
+        (_removes_a_parameter, "other parameters"),
+        (_returns_a_new_model, "returns another model"),
+        (lambda model, path: sys.exit(1), "called sys.exit(1)"),
+    ],
+)
+def test_load_gpu_checkpoint_wrong_answers(wrong, hint):
+    assert_not_yet(models.check_load_gpu_checkpoint(wrong), hint)
+
+
+def test_load_gpu_checkpoint_equivalent_right_answer():
+    assert models.check_load_gpu_checkpoint(_right_by_hand)

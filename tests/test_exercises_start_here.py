@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from exercise_answers import AlwaysEqual, assert_not_yet, odd_answers
 
 from course_utils.exercises import start_here
 
@@ -56,3 +58,23 @@ def test_cpu_threads_wrong_answers_get_a_hint_not_the_number():
         result = start_here.check_cpu_threads(wrong)
         assert not result and "whole number" in result.message
     assert str(start_here.check_cpu_threads(...)).startswith("Not yet: replace ...")
+
+
+def test_accelerator_odd_answers_are_not_yet():
+    for wrong in odd_answers():
+        assert_not_yet(start_here.check_accelerator(wrong), "give a string or None")
+
+
+def test_cpu_threads_integers_of_every_kind_pass():
+    threads = torch.get_num_threads()
+    assert start_here.check_cpu_threads(np.int64(threads))
+    assert start_here.check_cpu_threads(torch.tensor(threads))
+
+
+def test_cpu_threads_odd_answers_are_not_yet():
+    for wrong in [*odd_answers(), 2.9, "4"]:
+        assert_not_yet(start_here.check_cpu_threads(wrong), "whole number")
+
+
+def test_an_answer_equal_to_everything_does_not_pass():
+    assert not start_here.check_accelerator(AlwaysEqual()) and not start_here.check_cpu_threads(AlwaysEqual())

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
+import numpy as np
+import pytest
+import torch
+from exercise_answers import assert_not_yet
+
 from course_utils.exercises import tensors_on_devices as tensors
 
 
@@ -51,3 +58,59 @@ def test_errors_come_with_a_hint_not_only_the_message():
 
     result = tensors.check_to_numpy(type_error_on_meta)
     assert not result and "should move it before anything reads them" in result.message
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        lambda t: t.detach().cpu().numpy(),
+        lambda t: t.cpu().detach().numpy(),
+        lambda t: t.detach().to("cpu").numpy().copy(),
+        lambda t: t.numpy(force=True),
+        lambda t: np.asarray(t.detach().cpu()),
+    ],
+)
+def test_to_numpy_equivalent_right_answers_pass(right):
+    assert tensors.check_to_numpy(right)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (lambda t: t.detach().cpu().numpy().astype(np.float64), "not the tensor's"),  # dtype lost
+        (lambda t: np.array(t.tolist(), dtype=np.float32), "not the tensor's"),
+        (lambda t: t.detach().cpu().numpy().reshape(-1), "does not hold"),
+        (lambda t: np.zeros(tuple(t.shape), dtype=t.detach().cpu().numpy().dtype), "does not hold"),
+        (lambda t: sys.exit(0), "called sys.exit(0)"),
+    ],
+)
+def test_to_numpy_wrong_answers(wrong, hint):
+    assert_not_yet(tensors.check_to_numpy(wrong), hint)
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        lambda a, b: a + b.to(a.device),
+        lambda a, b: b.to(a.device) + a,
+        lambda a, b: torch.add(a, b.to(a.device)),
+        lambda a, b: a.add_(b.to(a.device)),  # in place: a is the reader's own argument
+        lambda a, b: a.add(b.to(a.device, non_blocking=True)),
+    ],
+)
+def test_add_on_device_of_equivalent_right_answers_pass(right):
+    assert tensors.check_add_on_device_of(right)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (lambda a, b: a + 1, "not a + b"),  # right only where b holds ones
+        (lambda a, b: a + b.to(a.device).sum(), "not a + b"),
+        (lambda a, b: (a + b.to(a.device)).double(), "dtype"),
+        (lambda a, b: (a + b.to(a.device))[..., :1], "shape"),
+        (lambda a, b: sys.exit(1), "called sys.exit(1)"),
+    ],
+)
+def test_add_on_device_of_wrong_answers(wrong, hint):
+    assert_not_yet(tensors.check_add_on_device_of(wrong), hint)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 
+import numpy as np
 import pytest
+import torch
+from exercise_answers import AlwaysEqual
 
 from course_utils.exercises.troubleshooting import QUESTIONS, check_error_fix, check_select_gpus, question
 
@@ -38,11 +42,22 @@ def test_each_wrong_letter_fails_with_its_own_hint(number):
         assert str(result).startswith("Not yet: ")
 
 
-@pytest.mark.parametrize("answer", [..., None, "E", 3, "AB", ""])
+@pytest.mark.parametrize("answer", [..., None, "E", 3, "AB", "", AlwaysEqual(), ["C"], np.array(["C"])])
 def test_non_letters_are_refused_with_a_hint(answer):
     result = check_error_fix(1, answer)
     assert not result.ok
     assert "letter" in result.message
+
+
+def test_question_numbers_of_every_integer_kind():
+    for number in [np.int64(1), torch.tensor(1)]:
+        assert check_error_fix(number, "C").ok
+
+
+def test_unknown_question_numbers_are_not_yet():
+    for number in [99, 1.0, 1.5, "1", [1], AlwaysEqual(), np.array([1, 2])]:
+        result = check_error_fix(number, "C")
+        assert not result.ok and "there is no question" in result.message
 
 
 def test_unknown_question_numbers():
@@ -67,8 +82,45 @@ def raises(environ: dict, value: str) -> None:
     raise KeyError(value)
 
 
-def test_select_gpus_right():
-    assert check_select_gpus(assign).ok
+def updates(environ: dict, value: str) -> None:
+    environ.update(CUDA_VISIBLE_DEVICES=value)
+
+
+def pops_then_sets(environ: dict, value: str) -> None:
+    environ.pop("CUDA_VISIBLE_DEVICES", None)
+    environ.setdefault("CUDA_VISIBLE_DEVICES", value)
+
+
+def hard_coded(environ: dict, value: str) -> None:
+    environ["CUDA_VISIBLE_DEVICES"] = "3,6"  # the exercise's example value, written in
+
+
+def clears_everything(environ: dict, value: str) -> None:
+    environ.clear()
+    environ["CUDA_VISIBLE_DEVICES"] = value
+
+
+def exits(environ: dict, value: str) -> None:
+    sys.exit(1)
+
+
+@pytest.mark.parametrize("right", [assign, updates, pops_then_sets])
+def test_select_gpus_right(right):
+    assert check_select_gpus(right).ok
+
+
+@pytest.mark.parametrize(
+    ("wrong", "hint"),
+    [
+        (hard_coded, "not '2'"),
+        (clears_everything, "the other variables changed"),
+        (exits, "called sys.exit(1)"),
+        (seed_002, "still '7'"),
+    ],
+)
+def test_select_gpus_wrong(wrong, hint):
+    result = check_select_gpus(wrong)
+    assert not result.ok and hint in result.message, result
 
 
 def test_select_gpus_seed_002_setdefault_is_caught():

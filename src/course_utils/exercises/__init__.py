@@ -1,11 +1,21 @@
 """Self-checking exercises: each notebook's checks live in a module named after it.
 
 A check looks at the reader's answer and says what is right or wrong, never the solution.
+The helpers here read answers the same way in every check: a whole number is any integer
+(int, NumPy integer, 0-d integer tensor), never a float or a string that would need rounding;
+a reader's function is called so that whatever it does (raise, `sys.exit`) becomes a hint.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
 
 
 @dataclass(frozen=True)
@@ -42,3 +52,99 @@ def not_a_function(answer: object, call: str) -> CheckResult | None:
     if not callable(answer):
         return failed(f"pass the function itself, not a {type(answer).__name__}.")
     return None
+
+
+def _tensor_item(value: torch.Tensor) -> object:
+    """The number a 0-d tensor holds, or None when it holds none (a meta or fake tensor)."""
+    if value.ndim != 0 or value.is_meta:
+        return None
+    try:
+        return value.item()
+    except Exception:  # a tensor subclass without data
+        return None
+
+
+def _non_integer_dtype(tensor: torch.Tensor) -> bool:
+    return tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool
+
+
+def integral_value(value: object) -> int | None:
+    """`value` as an int when it is an integer: an int, a NumPy integer or a 0-d integer tensor.
+
+    None for anything else: a bool, a float (even 3.0: the course never rounds an answer), a
+    string, an array of several numbers, a tensor without data. Checks compare the int, so an
+    object whose `==` always says True never passes.
+    """
+    if isinstance(value, bool | np.bool_):
+        return None
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, torch.Tensor) and not _non_integer_dtype(value):
+        item = _tensor_item(value)
+        return item if isinstance(item, int) else None
+    return None
+
+
+def integral_list(value: object) -> list[int] | None:
+    """`value` as a list of ints when it is a list, tuple or 1-D array/tensor of integers; else None."""
+    if isinstance(value, np.ndarray | torch.Tensor):
+        if value.ndim != 1 or (isinstance(value, torch.Tensor) and value.is_meta):
+            return None
+        value = list(value)
+    if not isinstance(value, list | tuple):
+        return None
+    items = [integral_value(item) for item in value]
+    if any(item is None for item in items):
+        return None
+    return items  # type: ignore[return-value]
+
+
+def real_value(value: object) -> float | None:
+    """`value` as a float when it is one finite real number (int, float, NumPy or 0-d tensor); else None."""
+    if isinstance(value, bool | np.bool_):
+        return None
+    if isinstance(value, torch.Tensor):
+        value = None if value.is_complex() or value.dtype == torch.bool else _tensor_item(value)
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def whole_number_hint(value: object, what: str) -> str:
+    """A hint for an answer that should be a whole number but is not an integer."""
+    if isinstance(value, float | np.floating) or (
+        isinstance(value, torch.Tensor) and value.is_floating_point()
+    ):
+        return f"{what} is a whole number: give an int, not a float (// divides without one)."
+    if isinstance(value, str):
+        return f"{what} is a whole number: write it without quotes."
+    return f"{what} is a whole number (an int), not a {type(value).__name__}."
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a call of the reader's function gave: its value, or what went wrong (`problem`)."""
+
+    value: Any = None
+    problem: str | None = None
+
+
+def describe_error(err: BaseException) -> str:
+    """What the reader's function did when it raised `err`, in words that follow "your function"."""
+    if isinstance(err, SystemExit):
+        code = "" if err.code is None else repr(err.code)
+        return f"called sys.exit({code}), which ends the whole process; return from the function instead"
+    return f"raised {type(err).__name__}: {err}"
+
+
+def call_reader(fn: Callable[..., Any], *args: Any) -> Outcome:
+    """Call the reader's `fn(*args)`; an exception or `sys.exit` becomes a `problem` in words.
+
+    `problem` follows "your function": "raised KeyError: 'grad'", "called sys.exit(3), ...".
+    Ctrl-C still stops the check.
+    """
+    try:
+        return Outcome(fn(*args))
+    except (Exception, SystemExit) as err:
+        return Outcome(problem=describe_error(err))

@@ -8,14 +8,20 @@ the unit tests compare each accepted answer with what FSDP, DTensor and parallel
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 from torch import nn
 from torch.distributed.tensor import Placement, Shard
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import (
+    CheckResult,
+    failed,
+    integral_list,
+    integral_value,
+    passed,
+    whole_number_hint,
+)
 
 # The model and world size of exercise 1.
 BYTES_WORLD_SIZE = 4
@@ -23,6 +29,8 @@ BYTES_WORLD_SIZE = 4
 SHAPE_GLOBAL = (10, 6)
 SHAPE_WORLD_SIZE = 4
 SHAPE_RANK = 3
+# An embedding's weight, (num_embeddings, embedding_dim), has two dims.
+_WEIGHT_DIMS = 2
 
 
 def exercise_model() -> nn.Module:
@@ -36,28 +44,23 @@ def _parameter_bytes(model: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def _whole_number(value: Any, name: str) -> CheckResult | None:
-    """A hint when `value` is not a whole number of bytes; None when it is."""
-    if value is None or value is Ellipsis:
-        return failed(f"replace the `...` of `{name}` with a number of bytes.")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value % 1:
-        return failed(f"`{name}` should be a whole number of bytes (an int).")
-    return None
-
-
 def check_rank_bytes(ddp_bytes: Any, fsdp_bytes: Any) -> CheckResult:
     """Check the bytes of parameters + gradients + Adam state that one rank holds, DDP vs FSDP.
 
     For `exercise_model()` in float32 on BYTES_WORLD_SIZE ranks, after one Adam step
     (counting exp_avg and exp_avg_sq, not Adam's one-number step counters).
     """
+    numbers = []
     for value, name in ((ddp_bytes, "ddp_bytes"), (fsdp_bytes, "fsdp_bytes")):
-        problem = _whole_number(value, name)
-        if problem is not None:
-            return problem
+        if value is None or value is Ellipsis:
+            return failed(f"replace the `...` of `{name}` with a number of bytes.")
+        number = integral_value(value)
+        if number is None:
+            return failed(f"`{name}`: " + whole_number_hint(value, "a number of bytes"))
+        numbers.append(number)
+    ddp, fsdp = numbers
     params = _parameter_bytes(exercise_model())
     numel = params // 4
-    ddp, fsdp = int(ddp_bytes), int(fsdp_bytes)
     if ddp != 4 * params:
         if ddp == params:
             return failed(
@@ -114,17 +117,26 @@ def check_embedding_placements(colwise_weight: Any, rowwise_weight: Any) -> Chec
             )
     if not all(isinstance(value, Shard) for value in answers.values()):
         return failed("tensor parallelism splits the weight itself: each rank holds a part of it.")
-    if colwise_weight == Shard(0) and rowwise_weight == Shard(1):
+    dims = {}
+    for name, value in answers.items():
+        dim = integral_value(value.dim)
+        if dim is None or not -_WEIGHT_DIMS <= dim < _WEIGHT_DIMS:
+            return failed(
+                f"`{name}`: the weight is 2-D, so Shard takes dim 0 or 1 (or -2, -1), not {value.dim!r}."
+            )
+        dims[name] = dim % _WEIGHT_DIMS  # Shard(-1) is Shard(1) on a 2-D weight
+    colwise, rowwise = dims["colwise_weight"], dims["rowwise_weight"]
+    if (colwise, rowwise) == (0, 1):
         return failed(
             "those are nn.Linear's placements. nn.Embedding stores its weight the other way round: "
             "print nn.Embedding(10, 4).weight.shape."
         )
-    if colwise_weight != Shard(1):
+    if colwise != 1:
         return failed(
             "not `colwise_weight`: Colwise splits the output features; for an embedding those are "
             "the embedding_dim numbers of each vector. Which dim of the weight holds them?"
         )
-    if rowwise_weight != Shard(0):
+    if rowwise != 0:
         return failed(
             "not `rowwise_weight`: Rowwise splits the input; for an embedding the input is a token id, "
             "which picks a row. Which dim holds the rows?"
@@ -151,10 +163,10 @@ def check_local_shape(local_shape: Any) -> CheckResult:
     """Check the predicted local shape of rank SHAPE_RANK for a (10, 6) tensor with Shard(0) on 4 ranks."""
     if local_shape is None or local_shape is Ellipsis:
         return failed("replace the `...` with the shape you expect, e.g. (5, 6).")
-    try:
-        answer = tuple(int(size) for size in local_shape)
-    except (TypeError, ValueError):
-        return failed(f"write the shape as a tuple of whole numbers, not {local_shape!r}.")
+    sizes = integral_list(local_shape)
+    if sizes is None:
+        return failed(f"write the shape as a tuple of whole numbers (ints), not {local_shape!r:.60}.")
+    answer = tuple(sizes)
     truth = expected_local_shape(SHAPE_GLOBAL, SHAPE_WORLD_SIZE, SHAPE_RANK)
     if answer == truth:
         return passed(

@@ -5,7 +5,14 @@ Each check answers "Correct" or "Not yet" with a hint; none prints the solution.
 
 from __future__ import annotations
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import (
+    CheckResult,
+    failed,
+    integral_list,
+    integral_value,
+    passed,
+    whole_number_hint,
+)
 from course_utils.gpus import demo_inventory
 from course_utils.visible_devices import (
     choose_by_free_memory,
@@ -23,8 +30,10 @@ def check_physical_gpu(answer: object) -> CheckResult:
     """Exercise 1: with CUDA_VISIBLE_DEVICES="5,2,7", which physical GPU is `cuda:1`? (an int)."""
     if answer is None or answer is ...:
         return failed("no answer yet: replace the `...` with the physical GPU number (an int).")
-    if isinstance(answer, bool) or not isinstance(answer, int):
-        return failed(f"give the physical GPU as an int, not {type(answer).__name__}.")
+    given = integral_value(answer)
+    if given is None:
+        return failed(whole_number_hint(answer, "a GPU's number"))
+    answer = given
     right = physical_of(EXERCISE_1_LOGICAL, EXERCISE_1_VALUE, demo_inventory())
     if answer == right:
         return passed(f"cuda:1 is the second entry of {EXERCISE_1_VALUE!r}: logical ids count the list.")
@@ -68,10 +77,12 @@ def check_cuda_reading(answer: object) -> CheckResult:
     """Exercise 3: which physical GPUs does CUDA make visible for "1,3,-1,0"? (a list in logical order)."""
     if answer is None or answer is ...:
         return failed("no answer yet: replace the `...` with a list of physical GPU numbers, e.g. [0, 1].")
-    if not isinstance(answer, list | tuple):
-        return failed(f"give a list of ints in logical order, not {type(answer).__name__}.")
+    given = integral_list(answer)
+    if given is None:
+        return failed(f"give a list of ints (GPU numbers) in logical order, not {answer!r:.60}.")
+    answer = given
     right = cuda_semantics(EXERCISE_3_VALUE, demo_inventory())
-    if list(answer) == right:
+    if answer == right:
         return passed("CUDA stops at the first invalid entry (-1) and ignores everything after it.")
     if sorted(answer) == sorted(right):
         return failed("the right GPUs but not in the order CUDA numbers them: the order of the list.")

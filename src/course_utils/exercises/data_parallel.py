@@ -6,12 +6,12 @@ Every check compares the reader's answer with DataParallel's own rule (`torch.ch
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import nn
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, integral_list, integral_value, passed
 from course_utils.parallel import SimulatedDataParallel, replica_sizes
 
 IDLE_GPUS = 8
@@ -25,11 +25,10 @@ def check_replica_sizes(answer: object, batch_size: int, num_devices: int) -> Ch
             f"write your prediction for a batch of {batch_size} on {num_devices} GPUs as a list of ints, "
             "one per replica, in device order"
         )
-    if not isinstance(answer, (list, tuple)) or not all(
-        isinstance(n, int) and not isinstance(n, bool) for n in answer
-    ):
+    given = integral_list(answer)
+    if given is None:
         return failed("the answer should be a list of ints, one per replica, e.g. [a, b, c]")
-    answer = list(answer)
+    answer = given
     truth = replica_sizes(batch_size, num_devices)
     if answer == truth:
         return passed(
@@ -59,11 +58,12 @@ def check_idle_batches(answer: object) -> CheckResult:
         return failed(
             "write the batch sizes (from 1 to 32) that leave a GPU idle on 8 GPUs, as a set of ints"
         )
-    if not isinstance(answer, Iterable) or isinstance(answer, (str, bytes)):
+    if not isinstance(answer, Iterable) or isinstance(answer, str | bytes | Mapping):
         return failed("the answer should be a set of ints such as {1, 2, 3}")
-    chosen = set(answer)
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in chosen):
-        return failed("the answer should contain ints only (batch sizes)")
+    sizes = [integral_value(n) for n in answer]
+    if any(n is None for n in sizes):
+        return failed("the answer should contain whole numbers only (batch sizes, as ints)")
+    chosen = set(sizes)
     outside = sorted(n for n in chosen if n not in IDLE_BATCHES)
     if outside:
         return failed(f"only batch sizes 1 to 32 are asked about; remove {outside}")
@@ -96,20 +96,27 @@ def check_batch_dim(wrapped: object) -> CheckResult:
         )
     if not isinstance(wrapped.module, nn.RNNBase) or wrapped.module.batch_first:
         return failed("wrap the sequence-first GRU of the exercise (batch_first=False), unchanged")
-    probe = torch.zeros(7, 6, wrapped.module.input_size)
-    try:
-        with torch.no_grad():
-            output, _ = wrapped(probe)
-    except Exception as err:
-        return failed(f"running it on a (time=7, batch=6, features) input raised {type(err).__name__}: {err}")
-    if wrapped.last_replica_sizes != replica_sizes(6, wrapped.num_devices):
-        return failed(
-            f"the replicas got {wrapped.last_replica_sizes} along dim={wrapped.dim}: that is not the batch "
-            "dimension of a (time, batch, features) input"
-        )
-    if tuple(output.shape[:2]) != (7, 6):
-        return failed(f"the gathered output has shape {list(output.shape)}; time and batch should be 7 and 6")
+    for time_steps, batch in ((7, 6), (5, 4)):  # two shapes: no other dim matches the batch in both
+        probe = torch.zeros(time_steps, batch, wrapped.module.input_size)
+        try:
+            with torch.no_grad():
+                output, _ = wrapped(probe)
+        except Exception as err:
+            return failed(
+                f"running it on a (time={time_steps}, batch={batch}, features) input raised "
+                f"{type(err).__name__}: {err}"
+            )
+        if wrapped.last_replica_sizes != replica_sizes(batch, wrapped.num_devices):
+            return failed(
+                f"the replicas got {wrapped.last_replica_sizes} along dim={wrapped.dim} of a "
+                f"(time={time_steps}, batch={batch}, features) input: that is not its batch dimension"
+            )
+        if tuple(output.shape[:2]) != (time_steps, batch):
+            return failed(
+                f"the gathered output has shape {list(output.shape)}; time and batch should be "
+                f"{time_steps} and {batch}"
+            )
     return passed(
-        f"dim={wrapped.dim} splits the batch of 6 into {wrapped.last_replica_sizes} and every replica sees "
-        "the whole sequence"
+        f"dim={wrapped.dim} splits the batch (6 rows into {replica_sizes(6, wrapped.num_devices)}) and every "
+        "replica sees the whole sequence"
     )

@@ -5,6 +5,7 @@ runs the reader's function in two real gloo ranks and counts DDP's all-reduces w
 (No `from __future__ import annotations` here: DDP checks a comm hook's annotations as objects.)
 """
 
+import importlib
 import math
 import numbers
 import os
@@ -24,7 +25,16 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from course_utils.checkpoints import save_with_location
-from course_utils.exercises import CheckResult, failed, not_a_function, passed
+from course_utils.exercises import (
+    CheckResult,
+    failed,
+    integral_value,
+    not_a_function,
+    passed,
+    real_value,
+    whole_number_hint,
+)
+from course_utils.exercises.ranks import call_in_rank, run_ranks
 from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 # Exercise 1: 3 machines x 8 GPUs, 16 samples per GPU, 4 accumulation steps.
@@ -32,24 +42,18 @@ _MACHINES, _GPUS_PER_MACHINE, _PER_GPU, _ACCUMULATION = 3, 8, 16, 4
 _EFFECTIVE = _MACHINES * _GPUS_PER_MACHINE * _PER_GPU * _ACCUMULATION
 # Exercise 2: the reference recipe (Goyal et al. 2017): 0.1 for a batch of 256.
 _BASE_LR, _BASE_BATCH = 0.1, 256
-# Exercise 3: micro-batches per rank, samples per micro-batch.
-_WORLD_SIZE, _MICRO_BATCHES, _MICRO_SIZE = 2, 4, 3
-
-
-def _number(answer: Any) -> float | None:
-    """The answer as a float, or None when it is not a single real number."""
-    if isinstance(answer, bool) or not isinstance(answer, int | float):
-        return None
-    return float(answer)
+# Exercise 3: ranks, micro-batches per rank (two rounds: no count can be written into the
+# function), samples per micro-batch.
+_WORLD_SIZE, _MICRO_BATCHES, _MICRO_SIZE = 2, (4, 3), 3
 
 
 def check_effective_batch(answer: Any) -> CheckResult:
     """Check the effective batch of 3 machines x 8 GPUs, 16 per GPU, 4 accumulation steps."""
     if answer is None or answer is Ellipsis:
         return failed("write the effective batch as a whole number of samples.")
-    value = _number(answer)
+    value = integral_value(answer)
     if value is None:
-        return failed(f"give a number of samples, not a {type(answer).__name__}.")
+        return failed(whole_number_hint(answer, "a number of samples"))
     if value == _EFFECTIVE:
         return passed(
             "every optimizer step uses the gradient of per-GPU batch x world size x accumulation "
@@ -71,7 +75,7 @@ def check_scaled_lr(answer: Any) -> CheckResult:
     """Check the learning rate the linear-scaling rule gives for exercise 1's effective batch."""
     if answer is None or answer is Ellipsis:
         return failed("write the learning rate as a number.")
-    value = _number(answer)
+    value = real_value(answer)
     if value is None:
         return failed(f"give a number, not a {type(answer).__name__}.")
     k = _EFFECTIVE / _BASE_BATCH
@@ -91,103 +95,123 @@ def check_scaled_lr(answer: Any) -> CheckResult:
     return failed("divide the effective batch by the reference batch, and scale the learning rate by that.")
 
 
-def _accumulation_worker(step: Callable[[DDP, list], Any]) -> dict[str, Any]:
-    """One rank: the reader's step on its micro-batches, its gradients and the all-reduces counted."""
+def _accumulation_round(step: Callable[[DDP, list], Any], micro_batches: int) -> dict[str, Any]:
+    """One round in one rank: the reader's step on `micro_batches` micro-batches, all-reduces counted."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    params = list(model.parameters())
+    ddp = DDP(model)
+    calls: list[int] = []
+
+    def counting(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        calls.append(bucket.index())
+        return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
+
+    ddp.register_comm_hook(state=None, hook=counting)
+    initial = [p.detach().clone() for p in params]
+    generator = torch.Generator().manual_seed(micro_batches)
+    size = world * micro_batches * _MICRO_SIZE
+    x, y = torch.randn(size, 3, generator=generator), torch.randn(size, 1, generator=generator)
+    mine = list(
+        zip(
+            x.chunk(world)[rank].chunk(micro_batches),
+            y.chunk(world)[rank].chunk(micro_batches),
+            strict=True,
+        )
+    )
+    call_in_rank(step, ddp, mine)
+    replaced = any(a is not b for a, b in zip(params, model.parameters(), strict=False))
+    grads = [p.grad.detach().clone() if isinstance(p.grad, torch.Tensor) else None for p in params]
+    stepped = any(not torch.equal(p.detach(), before) for p, before in zip(params, initial, strict=True))
+    reference = nn.Linear(3, 1)
+    with torch.no_grad():
+        for ref, before in zip(reference.parameters(), initial, strict=True):
+            ref.copy_(before)
+    F.mse_loss(reference(x), y).backward()
+    return {
+        "calls": len(calls),
+        "grads": grads,
+        "reference": [p.grad.clone() for p in reference.parameters()],
+        "replaced": replaced,
+        "stepped": stepped,
+    }
+
+
+def _accumulation_worker(step: Callable[[DDP, list], Any]) -> list[dict[str, Any]]:
+    """One rank: a round per micro-batch count of `_MICRO_BATCHES`."""
     dist.init_process_group("gloo")
     try:
-        rank, world = dist.get_rank(), dist.get_world_size()
-        torch.manual_seed(0)
-        model = nn.Linear(3, 1)
-        ddp = DDP(model)
-        calls: list[int] = []
-
-        def counting(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-            calls.append(bucket.index())
-            return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
-
-        ddp.register_comm_hook(state=None, hook=counting)
-        initial = {name: value.clone() for name, value in model.state_dict().items()}
-        torch.manual_seed(1)
-        size = world * _MICRO_BATCHES * _MICRO_SIZE
-        x, y = torch.randn(size, 3), torch.randn(size, 1)
-        mine = list(
-            zip(
-                x.chunk(world)[rank].chunk(_MICRO_BATCHES),
-                y.chunk(world)[rank].chunk(_MICRO_BATCHES),
-                strict=True,
-            )
-        )
-        error = ""
-        try:
-            step(ddp, mine)
-        except Exception as err:
-            error = f"{type(err).__name__}: {err}"
-        grads = [p.grad.detach().clone() if p.grad is not None else None for p in model.parameters()]
-        after = model.state_dict()
-        weights_changed = any(not torch.equal(after[name], value) for name, value in initial.items())
-        reference = nn.Linear(3, 1)
-        reference.load_state_dict(initial)
-        F.mse_loss(reference(x), y).backward()
-        dist.barrier()  # every rank done before any tears down (also when one raised)
-        del ddp
-        return {
-            "calls": len(calls),
-            "grads": grads,
-            "reference": [p.grad.clone() for p in reference.parameters()],
-            "error": error,
-            "stepped": weights_changed,
-        }
+        rounds = [_accumulation_round(step, count) for count in _MICRO_BATCHES]
+        dist.barrier()  # every rank done before any tears down
+        return rounds
     finally:
         dist.destroy_process_group()
+
+
+def _round_verdict(ranks: list[dict[str, Any]], micro_batches: int) -> CheckResult | None:
+    """The hint for one round's results on every rank; None when it is right."""
+    first = ranks[0]
+    if any(r["replaced"] for r in ranks):
+        return failed("your function replaced the model's parameters: only run forward and backward.")
+    if any(r["stepped"] for r in ranks):
+        return failed("the weights changed: accumulate the gradients only, do not call the optimizer.")
+    if any(g is None for r in ranks for g in r["grads"]):
+        return failed("some parameters have no gradient: run backward() on every micro-batch's loss.")
+    others = (pair for r in ranks[1:] for pair in zip(first["grads"], r["grads"], strict=True))
+    if any(not torch.allclose(a, b) for a, b in others):
+        return failed(
+            "the ranks hold different gradients: the last backward() must run outside no_sync(), "
+            "so that DDP all-reduces what was accumulated."
+        )
+    pairs = list(zip(first["grads"], first["reference"], strict=True))
+    if not all(torch.allclose(g, ref, atol=1e-6) for g, ref in pairs):
+        if all(torch.allclose(g, ref * micro_batches, atol=1e-5) for g, ref in pairs):
+            return failed(
+                f"with {micro_batches} micro-batches the gradients are {micro_batches} times too large: "
+                "each micro-batch's loss is a mean over its own samples; divide it by the number of "
+                "micro-batches."
+            )
+        return failed(
+            f"with {micro_batches} micro-batches the gradients differ from those of the whole batch: "
+            "backward() once per micro-batch, each loss scaled by how many micro-batches there are."
+        )
+    if first["calls"] != 1:
+        return failed(
+            f"right gradients, but DDP all-reduced {first['calls']} times for {micro_batches} micro-batches: "
+            "skip the all-reduce of every micro-batch but the last with ddp.no_sync(), and let DDP "
+            "all-reduce the last one."
+        )
+    return None
 
 
 def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckResult:
     """Check `step(ddp, micro_batches)`: the whole batch's gradients with one all-reduce.
 
-    It runs the function in two real processes (gloo) and counts the all-reduces with a comm hook.
+    It runs the function in two real processes (gloo), once with 4 micro-batches per rank and
+    once with 3, and counts DDP's all-reduces with a comm hook.
     """
     if (verdict := not_a_function(step, "accumulation_step(ddp, micro_batches)")) is not None:
         return verdict
-    try:
-        ranks = launch(_accumulation_worker, _WORLD_SIZE, args=(step,), timeout=30)
-    except LaunchTimeoutError:
-        return failed("the ranks never finished: every rank must run the same number of backward passes.")
-    except WorkerError as err:
-        return failed(f"rank {err.rank} failed: {err.exc_type or 'died'}: {err.message.splitlines()[0]}")
-    except LaunchError as err:
-        return failed(f"the ranks could not be started: {err}")
-    first = ranks[0]
-    if first["error"]:
-        return failed(f"your function raised: {first['error']}")
-    if first["stepped"]:
-        return failed("the weights changed: accumulate the gradients only, do not call the optimizer.")
-    if any(g is None for r in ranks for g in r["grads"]):
-        return failed("some parameters have no gradient: run backward() on every micro-batch's loss.")
-    if any(not torch.allclose(a, b) for a, b in zip(ranks[0]["grads"], ranks[1]["grads"], strict=True)):
-        return failed(
-            "the ranks hold different gradients: the last backward() must run outside no_sync(), "
-            "so that DDP all-reduces what was accumulated."
-        )
-    close = all(
-        torch.allclose(g, ref, atol=1e-6) for g, ref in zip(first["grads"], first["reference"], strict=True)
+    # DDP's constructor imports torch._dynamo (some 800 modules, seconds): imported here once, the
+    # forked ranks inherit it instead of each importing it again, at every check.
+    importlib.import_module("torch._dynamo")
+    ranks = run_ranks(
+        _accumulation_worker,
+        _WORLD_SIZE,
+        (step,),
+        timeout=30,
+        hang_hint="Every rank must run the same number of backward passes.",
     )
-    scaled = all(
-        torch.allclose(g, ref * _MICRO_BATCHES, atol=1e-5)
-        for g, ref in zip(first["grads"], first["reference"], strict=True)
+    if isinstance(ranks, CheckResult):
+        return ranks
+    for number, micro_batches in enumerate(_MICRO_BATCHES):
+        verdict = _round_verdict([r[number] for r in ranks], micro_batches)
+        if verdict is not None:
+            return verdict
+    return passed(
+        "the whole batch's gradients on both ranks, with a single all-reduce, for 4 and for 3 micro-batches."
     )
-    if not close and scaled:
-        return failed(
-            f"the gradients are {_MICRO_BATCHES} times too large: each micro-batch's loss is a mean "
-            "over its own samples; divide it by the number of micro-batches."
-        )
-    if not close:
-        return failed("the gradients differ from those of the whole batch: backward() once per micro-batch.")
-    if first["calls"] > 1:
-        return failed(
-            f"right gradients, but DDP all-reduced {first['calls']} times: skip the all-reduce of every "
-            "micro-batch but the last with ddp.no_sync()."
-        )
-    return passed("the whole batch's gradients on both ranks, with a single all-reduce.")
 
 
 # Exercise 4: resume from a snapshot. The uninterrupted run trains _RESUME_EPOCHS epochs; the check

@@ -8,7 +8,7 @@ from unittest import mock
 
 import torch
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, call_reader, failed, integral_value, passed, whole_number_hint
 
 # The machines the reader's line is run on: (name, the accelerator it has, or None for none).
 MACHINES: tuple[tuple[str, str | None], ...] = (
@@ -71,15 +71,15 @@ def check_device_choice(pick_device: object) -> CheckResult:
     wrong = []
     for name, kind in MACHINES:
         expected = _this_machine() if kind == "here" else kind or "cpu"
-        try:
-            if kind == "here":
-                answer = pick_device()
-            else:
-                with _machine(kind):
-                    answer = pick_device()
-        except Exception as err:  # the reader's line may raise anything; say where and what
-            wrong.append(f"on {name} it raises {type(err).__name__}")
+        if kind == "here":
+            outcome = call_reader(pick_device)
+        else:
+            with _machine(kind):
+                outcome = call_reader(pick_device)
+        if outcome.problem is not None:  # the reader's line may raise anything; say where and what
+            wrong.append(f"on {name} it {outcome.problem.split(':')[0]}")
             continue
+        answer = outcome.value
         if answer is Ellipsis:
             return failed(
                 "replace ... in pick_device with one line that picks the accelerator, else the CPU."
@@ -101,7 +101,10 @@ def check_hidden_gpu_count(answer: object) -> CheckResult:
     """Check the reader's prediction of device_count() under CUDA_VISIBLE_DEVICES=''."""
     if answer is Ellipsis:
         return failed("replace ... with the number you expect.")
-    if answer == 0 and not isinstance(answer, bool):
+    value = integral_value(answer)
+    if value is None:
+        return failed(whole_number_hint(answer, "a count of devices"))
+    if value == 0:
         return passed("an empty CUDA_VISIBLE_DEVICES hides every GPU, on every machine.")
     return failed(
         "rerun the probe cell of section 3 and read what device_count() printed in the child process."

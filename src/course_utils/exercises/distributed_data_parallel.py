@@ -1,86 +1,126 @@
 """Checks for the exercises of notebook 06 (process groups, DistributedSampler, DDP).
 
 Each check runs or inspects the reader's answer and says what is right or wrong, with a hint,
-never the solution. The gradient check runs the reader's function in two real gloo ranks.
+never the solution. The gradient check runs the reader's function in real gloo ranks, 3 then 2.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils.exercises import CheckResult, failed, not_a_function, passed
-from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+from course_utils.exercises import CheckResult, failed, integral_list, not_a_function, passed
+from course_utils.exercises.ranks import call_in_rank, run_ranks
 
-_WORLD_SIZE = 2
-_SAME = "Every rank must make the same collective calls, in the same order."
-# How gloo reports, in the waiting rank, that its peer left a collective (wording varies by
-# version and by timing: the connection is closed, or reset, while reading or writing).
-_PEER_GONE = ("remote worker", "Connection closed", "Connection reset", "Read error", "Broken pipe")
+# The gradient check runs the reader's function in 3 ranks, then again in 2 of them (one
+# launch): a world size written into the function is right for one of the two at most.
+_WORLD_SIZES = (3, 2)
 
 
-def _gradient_worker(average_gradients: Callable[[nn.Module], Any]) -> dict[str, torch.Tensor]:
-    """One rank: a model with rank-dependent gradients, averaged by the reader's function."""
-    dist.init_process_group("gloo")
-    try:
-        rank = dist.get_rank()
-        torch.manual_seed(0)  # the same weights on every rank, as DDP would make them
-        model = nn.Linear(3, 2)
-        for number, param in enumerate(model.parameters()):
-            param.grad = torch.full_like(param, float((rank + 1) * (number + 1)))
-        average_gradients(model)
-        grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
-        dist.barrier()  # no rank tears the group down while its peer may still be connecting to it
-        return grads
-    finally:
-        dist.destroy_process_group()
+def _join(round_number: int, world_size: int) -> bool:
+    """Join round `round_number`'s default group of `world_size` ranks; False for a rank left out."""
+    rank = int(os.environ["RANK"])
+    if rank >= world_size:
+        return False
+    if round_number == 0:
+        dist.init_process_group("gloo")
+    else:  # a fresh default group on the launcher's store, under its own prefix
+        store = dist.TCPStore(
+            os.environ["MASTER_ADDR"],
+            int(os.environ["MASTER_PORT"]),
+            is_master=False,
+            timeout=timedelta(seconds=30),
+        )
+        dist.init_process_group(
+            "gloo", store=dist.PrefixStore(f"round{round_number}", store), rank=rank, world_size=world_size
+        )
+    return True
+
+
+def _gradient_worker(average_gradients: Callable[[nn.Module], Any]) -> list[dict[str, Any]]:
+    """One rank: for each world size, a model with random per-rank gradients, averaged by the reader."""
+    rounds = []
+    for number, world_size in enumerate(_WORLD_SIZES):
+        if not _join(number, world_size):
+            break
+        try:
+            rank = dist.get_rank()
+            torch.manual_seed(0)  # the same weights on every rank, as DDP would make them
+            model = nn.Linear(3, 2)
+            params = list(model.parameters())
+            generator = torch.Generator().manual_seed(1000 * number + rank)
+            for param in params:
+                param.grad = torch.randn(param.shape, generator=generator)
+            given = [param.grad.clone() for param in params]
+            call_in_rank(average_gradients, model)
+            replaced = [a is not b for a, b in zip(params, model.parameters(), strict=False)]
+            grads = [p.grad.detach().clone() if isinstance(p.grad, torch.Tensor) else None for p in params]
+            dist.barrier()  # no rank tears the group down while its peer may still be connecting to it
+            rounds.append({"given": given, "grads": grads, "replaced": any(replaced)})
+        finally:
+            dist.destroy_process_group()
+    return rounds
+
+
+def _verdict(ranks: list[list[dict[str, Any]]]) -> CheckResult | None:
+    """The hint for the first world size whose gradients are not the mean; None when all are."""
+    for number, world_size in enumerate(_WORLD_SIZES):
+        rounds = [r[number] for r in ranks[:world_size]]
+        if any(r["replaced"] for r in rounds):
+            return failed("your function replaced the model's parameters; change only their .grad, in place.")
+        if any(g is None for r in rounds for g in r["grads"]):
+            return failed("after your function some parameters have no .grad tensor: keep every p.grad.")
+        mean = [torch.stack(given).mean(0) for given in zip(*(r["given"] for r in rounds), strict=True)]
+        grads = [r["grads"] for r in rounds]
+        if any(g.shape != m.shape for rank in grads for g, m in zip(rank, mean, strict=True)):
+            return failed("the gradients changed shape; change their values in place.")
+        pairs = [pair for rank in grads for pair in zip(rank, mean, strict=True)]
+        if all(torch.allclose(g, m, atol=1e-6) for g, m in pairs):
+            continue
+        if all(torch.allclose(g, m * world_size, atol=1e-5) for g, m in pairs):
+            return failed("the ranks agree, but on the sum of the gradients. DDP averages: divide.")
+        if any(not torch.equal(a, b) for rank in grads[1:] for a, b in zip(grads[0], rank, strict=True)):
+            return failed(
+                "the ranks still disagree: each one kept its own gradient. A collective must combine "
+                "the ranks' p.grad tensors, in place."
+            )
+        if number > 0:
+            return failed(
+                f"right with {_WORLD_SIZES[0]} ranks, not with {world_size}: does your function assume "
+                "a number of ranks? Ask the process group."
+            )
+        return failed(
+            f"with {world_size} ranks they agree, but not on the mean of their gradients. Does your "
+            "function assume a number of ranks? Ask the process group."
+        )
+    return None
 
 
 def check_average_gradients(average_gradients: Callable[[nn.Module], Any] | None) -> CheckResult:
     """Check a function that makes every rank's gradients the mean over ranks, as DDP does.
 
-    It runs the function in two real processes (gloo) whose models hold different gradients.
+    It runs the function in real gloo processes whose models hold different random gradients,
+    in 3 ranks and then in 2 (one launch), so no world size can be written into the function.
     """
     if (verdict := not_a_function(average_gradients, "average_gradients(model)")) is not None:
         return verdict
-    try:
-        grads = launch(_gradient_worker, _WORLD_SIZE, args=(average_gradients,), timeout=20)
-    except LaunchTimeoutError:
-        return failed(f"the ranks never finished: a collective waited for a rank that skipped it. {_SAME}")
-    except WorkerError as err:
-        if any(words in err.message for words in _PEER_GONE):
-            return failed(
-                f"rank {err.rank} lost its peer inside a collective: the other rank never called it "
-                f"and left. {_SAME}"
-            )
-        return failed(f"your function raised on rank {err.rank}: {err.exc_type}: {err.message}")
-    except LaunchError as err:
-        return failed(f"the ranks could not be started: {err}")
-    expected = {
-        name: torch.full_like(grads[0][name], (1 + 2) / _WORLD_SIZE * (number + 1))
-        for number, name in enumerate(grads[0])
-    }
-    summed = {name: value * _WORLD_SIZE for name, value in expected.items()}
-    if any(g[name].shape != value.shape for g in grads for name, value in expected.items()):
-        return failed("the gradients changed shape; change their values in place.")
-    if all(torch.allclose(g[name], value) for g in grads for name, value in expected.items()):
-        return passed(
-            "every rank now holds the mean of the two ranks' gradients, which is what DDP's "
-            "all-reduce during backward() leaves in each .grad."
-        )
-    if all(torch.allclose(g[name], value) for g in grads for name, value in summed.items()):
-        return failed("the ranks agree, but on the sum of the gradients. DDP averages: divide.")
-    if any(not torch.equal(grads[0][name], grads[1][name]) for name in expected):
-        return failed(
-            "the ranks still disagree: each one kept its own gradient. A collective must combine "
-            "the ranks' p.grad tensors, in place."
-        )
-    return failed("the ranks agree, but not on the mean of their gradients.")
+    ranks = run_ranks(_gradient_worker, _WORLD_SIZES[0], (average_gradients,), timeout=20)
+    if isinstance(ranks, CheckResult):
+        return ranks
+    verdict = _verdict(ranks)
+    if verdict is not None:
+        return verdict
+    return passed(
+        "every rank now holds the mean of the ranks' gradients, with 3 ranks and with 2, which is "
+        "what DDP's all-reduce during backward() leaves in each .grad."
+    )
 
 
 def _sampler_indices(size: int, num_replicas: int, rank: int, drop_last: bool) -> list[int]:
@@ -101,9 +141,8 @@ def check_sampler_indices(answer: Any, drop_last: bool = False) -> CheckResult:
     """
     if answer is None or answer is Ellipsis:
         return failed("write the list of indices you expect rank 2 to get, e.g. [5, 6].")
-    try:
-        given = [int(i) for i in answer]
-    except (TypeError, ValueError):
+    given = integral_list(answer)
+    if given is None:
         return failed("give a list of whole numbers, the dataset indices in the order rank 2 sees them.")
     truth = _sampler_indices(10, 4, 2, drop_last)
     if given == truth:
@@ -122,14 +161,23 @@ def check_sampler_indices(answer: Any, drop_last: bool = False) -> CheckResult:
     )
 
 
-def check_unprefixed_state_dict(state_dict: Mapping[str, Any] | None, model: nn.Module) -> CheckResult:
-    """Check a state_dict saved from a DDP model, made loadable into the plain `model`."""
+def check_unprefixed_state_dict(
+    state_dict: Mapping[str, Any] | None, model: nn.Module, wrapped: Mapping[str, Any] | None = None
+) -> CheckResult:
+    """Check a state_dict saved from a DDP model (`wrapped`, keys with `module.`), made loadable into `model`.
+
+    The values must be `wrapped`'s, unchanged; without `wrapped` they are compared with `model`'s
+    own (then pass the model the state was saved from). A fresh model's state_dict has the right
+    names but other values, so it does not pass.
+    """
     if state_dict is None or state_dict is Ellipsis:
         return failed("build the state_dict that the plain model can load and pass it.")
     if not isinstance(state_dict, Mapping):
         return failed(
             f"pass a state_dict (a mapping of names to tensors), not a {type(state_dict).__name__}."
         )
+    if not all(isinstance(key, str) for key in state_dict):
+        return failed("a state_dict's keys are the parameters' names, as strings.")
     keys, wanted = set(state_dict), set(model.state_dict())
     if any(k.startswith("module.") for k in keys):
         return failed("some keys still start with 'module.', the name of the model inside DDP.")
@@ -139,6 +187,20 @@ def check_unprefixed_state_dict(state_dict: Mapping[str, Any] | None, model: nn.
         return failed(f"the keys do not match the model's: missing {missing}; unexpected {unexpected}.")
     try:
         copy.deepcopy(model).load_state_dict(state_dict)  # a copy: the reader's model stays as it is
-    except RuntimeError as err:
-        return failed(f"the names match but loading fails: {str(err).splitlines()[-1].strip()}")
-    return passed("the plain model loads it: every key matches without the 'module.' prefix.")
+    except Exception as err:
+        lines = str(err).strip().splitlines() or [type(err).__name__]
+        return failed(f"the names match but loading fails: {lines[-1].strip()}")
+    if wrapped is not None:
+        source = {name.removeprefix("module."): value for name, value in wrapped.items()}
+    else:
+        source = dict(model.state_dict())
+    for name, value in state_dict.items():  # load_state_dict accepted them: tensors with values
+        want = source.get(name)
+        if isinstance(want, torch.Tensor) and not (
+            value.shape == want.shape and torch.equal(value.detach().cpu(), want.detach().cpu())
+        ):
+            return failed(
+                f"the names are right, but {name!r} does not hold the saved values: keep the tensors of "
+                "the DDP state_dict, rename only the keys."
+            )
+    return passed("the plain model loads it: every key matches without the 'module.' prefix, values kept.")

@@ -8,24 +8,19 @@ torchrun accepts (`--nproc-per-node=4`, `--nproc_per_node 4`, ...) is accepted h
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import shlex
 from typing import Any
 
 from torch.distributed.run import get_args_parser
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, integral_value, passed
 
 # Exercise 1: a job of 3 machines ("nodes") x 4 processes, started with static node ranks.
 NNODES, NPROC_PER_NODE, NODE_RANK, LOCAL_RANK = 3, 4, 2, 1
 # Exercise 2: the command for node 1 of 2, 4 GPUs each, node 0 reachable at 10.0.0.1:29500.
 NODE0_ADDR, PORT, SCRIPT = "10.0.0.1", 29500, "train.py"
-
-
-def _whole(value: Any) -> int | None:
-    """`value` as an int when it is a whole number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
 
 
 def check_rank_and_world_size(rank: Any, world_size: Any) -> CheckResult:
@@ -35,7 +30,7 @@ def check_rank_and_world_size(rank: Any, world_size: Any) -> CheckResult:
     """
     if rank is Ellipsis or world_size is Ellipsis or rank is None or world_size is None:
         return failed("write the RANK and the WORLD_SIZE you expect, as two whole numbers.")
-    rank, world_size = _whole(rank), _whole(world_size)
+    rank, world_size = integral_value(rank), integral_value(world_size)
     if rank is None or world_size is None:
         return failed("RANK and WORLD_SIZE are whole numbers (the environment holds them as text).")
     right_world = NNODES * NPROC_PER_NODE
@@ -64,18 +59,35 @@ def check_rank_and_world_size(rank: Any, world_size: Any) -> CheckResult:
 
 
 class _ParseError(Exception):
-    """torchrun's parser rejected the arguments (instead of printing and exiting)."""
+    """torchrun's parser rejected the arguments, or would print something and exit (--help)."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    """torchrun's own argument parser, raising instead of printing to stderr and exiting."""
+def _parse(words: list[str]) -> argparse.Namespace:
+    """`words` read by torchrun's own argument parser, which raises instead of printing and exiting."""
     parser = get_args_parser()
 
     def error(message: str) -> None:
         raise _ParseError(message)
 
+    def leave(status: int = 0, message: str | None = None) -> None:
+        raise _ParseError(
+            "it would print its help or version and exit without starting anything"
+            if status == 0
+            else (message or "it exits").strip()
+        )
+
     parser.error = error  # type: ignore[method-assign]
-    return parser
+    parser.exit = leave  # type: ignore[method-assign]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return parser.parse_args(words)
+
+
+def _nodes(nnodes: str) -> tuple[int, int] | None:
+    """torchrun's --nnodes as (min, max): "2" is (2, 2), "1:4" is (1, 4); None when unreadable."""
+    parts = nnodes.split(":")
+    if len(parts) > 2 or not all(part.strip().isdigit() for part in parts):
+        return None
+    return int(parts[0]), int(parts[-1])
 
 
 def check_node1_command(command: Any) -> CheckResult:
@@ -106,7 +118,7 @@ def check_node1_command(command: Any) -> CheckResult:
     else:
         return failed("start the command with torchrun (or python -m torch.distributed.run).")
     try:
-        args = _parser().parse_args(words)
+        args = _parse(words)
     except _ParseError as err:
         return failed(f"torchrun would refuse it: {err}.")
     if args.standalone:  # first: it replaces the rendezvous options, whatever else the command says
@@ -117,7 +129,7 @@ def check_node1_command(command: Any) -> CheckResult:
         )
     if args.training_script != SCRIPT:
         return failed(f"the script to run comes after torchrun's options; here it is {SCRIPT}.")
-    if args.nnodes != "2":
+    if _nodes(args.nnodes) != (2, 2):
         return failed("--nnodes is the number of machines in the job (both of them).")
     if args.nproc_per_node not in ("4", "gpu"):
         return failed("--nproc-per-node is the number of processes on this machine: one per GPU.")
@@ -133,6 +145,13 @@ def check_node1_command(command: Any) -> CheckResult:
         )
     if args.rdzv_backend != "static":
         return failed("use the static rendezvous (--master-addr, --master-port) or --rdzv-backend=c10d.")
+    if args.rdzv_endpoint:  # the static rendezvous then meets there instead of at --master-addr:port
+        host, _, port = args.rdzv_endpoint.rpartition(":")
+        if host in ("127.0.0.1", "localhost"):
+            return failed("127.0.0.1 is each machine itself: the rendezvous must be node 0's address.")
+        if (host, port) != (NODE0_ADDR, str(PORT)):
+            return failed("--rdzv-endpoint is host:port of the rendezvous, on node 0, reachable by all.")
+        args.master_addr, args.master_port = NODE0_ADDR, PORT
     if args.node_rank != 1:
         return failed("--node-rank tells each machine which one it is; node 0 runs the same command with 0.")
     if args.master_addr in ("127.0.0.1", "localhost"):
@@ -141,7 +160,7 @@ def check_node1_command(command: Any) -> CheckResult:
         )
     if args.master_addr != NODE0_ADDR:
         return failed("--master-addr is the address of node 0, where the rendezvous store listens.")
-    if args.master_port != PORT:
+    if (PORT if args.master_port is None else args.master_port) != PORT:  # torchrun's default: 29500
         return failed("--master-port must be the port node 0 listens on, the same on both machines.")
     return passed(
         "node 0 runs the same command with --node-rank=0; the 8 workers get RANK 0-3 on node 0 "

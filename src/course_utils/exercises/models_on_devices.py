@@ -6,6 +6,7 @@ on every machine and PyTorch really moves modules and tensors there.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -15,11 +16,7 @@ from torch import nn
 
 from course_utils.checkpoints import save_with_location
 from course_utils.devices import best_device, module_devices
-from course_utils.exercises import CheckResult, failed, passed
-
-
-def _raised(err: Exception) -> str:
-    return f"{type(err).__name__}: {err}"
+from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed
 
 
 def check_prepare_batch(
@@ -35,17 +32,17 @@ def check_prepare_batch(
         return failed("pass your function itself, e.g. check_prepare_batch(prepare_batch)")
     generator = torch.Generator().manual_seed(0)
     for device in (torch.device("meta"), best_device()):
-        for n in (4, 3):
+        for n in (4, 3, 1):
             images = torch.randint(0, 256, (n, 1, 4, 4), dtype=torch.uint8, generator=generator)
             labels = torch.randint(0, 10, (n, 1), dtype=torch.int32, generator=generator)
             where = f"a batch of {n} sent to {device.type}"
-            try:
-                out = prepare_batch(images.clone(), labels.clone(), device)
-            except Exception as err:
+            outcome = call_reader(prepare_batch, images.clone(), labels.clone(), device)
+            if outcome.problem is not None:
                 return failed(
-                    f"for {where} it raised {_raised(err)}. It must work for any batch size, and on "
-                    "meta, whose tensors have no values to read"
+                    f"for {where} your function {outcome.problem}. It must work for any batch size, "
+                    "and on meta, whose tensors have no values to read"
                 )
+            out = outcome.value
             if not isinstance(out, tuple | list) or len(out) != 2:
                 got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
                 return failed(f"for {where} it should return (images, labels); it returned {got}")
@@ -80,18 +77,30 @@ def check_model_and_optimizer(
     """Exercise 2: `make_model_and_optimizer(device)` returns a model on `device` and its optimizer.
 
     Checked on the `meta` device, where `.to()` replaces the parameter objects: an optimizer
-    built before the move holds the old CPU tensors, which the model no longer uses.
+    built before the move holds the old CPU tensors, which the model no longer uses; then on
+    this machine's best device, so a device written into the function does not pass.
     """
     if not callable(make_model_and_optimizer):
         return failed("pass your function itself, e.g. check_model_and_optimizer(make_model_and_optimizer)")
-    device = torch.device("meta")
-    try:
-        out = make_model_and_optimizer(device)
-    except Exception as err:
+    for device in (torch.device("meta"), best_device()):
+        verdict = _model_and_optimizer_on(make_model_and_optimizer, device)
+        if verdict is not None:
+            return verdict
+    return passed("the model is on the device and the optimizer updates the very tensors it uses")
+
+
+def _model_and_optimizer_on(
+    make_model_and_optimizer: Callable[[torch.device], tuple[nn.Module, torch.optim.Optimizer]],
+    device: torch.device,
+) -> CheckResult | None:
+    """The hint for what the reader's function returns for `device`; None when it is right."""
+    outcome = call_reader(make_model_and_optimizer, device)
+    if outcome.problem is not None:
         return failed(
-            f"make_model_and_optimizer(torch.device('meta')) raised {_raised(err)}. The device given "
-            "is meta, whose tensors have shapes but no values: nothing may read them"
+            f"make_model_and_optimizer(torch.device({device.type!r})) {outcome.problem}. On meta, "
+            "tensors have shapes but no values: nothing may read them"
         )
+    out = outcome.value
     if not isinstance(out, tuple | list) or len(out) != 2:
         got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
         return failed(f"it should return (model, optimizer); it returned {got}")
@@ -107,7 +116,8 @@ def check_model_and_optimizer(
     devices = module_devices(model)
     if devices != {device}:
         return failed(
-            f"the model's parameters are on {sorted(map(str, devices))}, not all on the device given"
+            f"for {device.type} the model's parameters are on {sorted(map(str, devices))}, not all on "
+            "the device given"
         )
     in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
     in_model = {id(p) for p in model.parameters()}
@@ -116,10 +126,10 @@ def check_model_and_optimizer(
             "the optimizer does not hold the model's current parameters: look at when it is created "
             "compared with the move"
         )
-    return passed("the model is on the device and the optimizer updates the very tensors it uses")
+    return None
 
 
-def _load_hint(err: Exception) -> str:
+def _load_hint(err: BaseException) -> str:
     """A hint for an error raised while loading the exercise's checkpoint, not the fix itself."""
     message = str(err)
     if "Unexpected key(s)" in message or "Missing key(s)" in message:
@@ -158,21 +168,32 @@ def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object])
     """
     if not callable(load_weights):
         return failed("pass your function itself, e.g. check_load_gpu_checkpoint(load_weights)")
-    torch.manual_seed(1)
     trained = exercise_model()
+    generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
+    with torch.no_grad():  # weights no seed in the reader's code can rebuild
+        for param in trained.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator))
     expected = [t.detach().clone() for t in trained.state_dict().values()]  # DataParallel may move it
     device = best_device()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "trained_on_gpu.pt"
         save_with_location(nn.DataParallel(trained).state_dict(), path, "cuda:0")
         model = exercise_model().to(device)
+        names = list(model.state_dict())
         try:
-            load_weights(model, path)
-        except Exception as err:
-            return failed(f"load_weights raised {_raised(err)}{_load_hint(err)}")
+            returned = load_weights(model, path)
+        except (Exception, SystemExit) as err:
+            return failed(f"load_weights {describe_error(err)}{_load_hint(err)}")
+    if list(model.state_dict()) != names:
+        return failed("after your function the model has other parameters: load into it, do not replace them")
+    if isinstance(returned, nn.Module) and returned is not model:
+        return failed(
+            "your function returns another model; the check looks at the one it was given: load the "
+            "weights into that one"
+        )
     if module_devices(model) != {device}:
         return failed("after loading, the model's parameters are not all on the device the model was on")
     for (name, got), want in zip(model.state_dict().items(), expected, strict=True):
-        if not torch.equal(got.cpu(), want):
+        if got.is_meta or got.shape != want.shape or not torch.equal(got.detach().cpu(), want):
             return failed(f"the model's {name} does not hold the saved weights: was the state_dict loaded?")
     return passed("the GPU checkpoint loads on this machine and the module. prefix is gone")

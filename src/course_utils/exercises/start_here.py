@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, integral_value, passed, whole_number_hint
 
 
 def check_accelerator(answer: object) -> CheckResult:
@@ -13,10 +13,10 @@ def check_accelerator(answer: object) -> CheckResult:
         return failed('replace ... with a device type such as "cuda" or "mps", or None for none.')
     actual = torch.accelerator.current_accelerator(check_available=True)
     expected = None if actual is None else actual.type
-    if answer == expected:
-        return passed(f"torch.accelerator reports {expected!r} here too.")
     if not (answer is None or isinstance(answer, str)):
         return failed(f"give a string or None, not a {type(answer).__name__}.")
+    if answer == expected:
+        return passed(f"torch.accelerator reports {expected!r} here too.")
     return failed(
         f"{answer!r} is not what PyTorch found. Look at the 'Accelerator' row of the report, "
         "or ask torch.accelerator yourself."
@@ -27,9 +27,10 @@ def check_cpu_threads(answer: object) -> CheckResult:
     """Check the reader's count of CPU threads PyTorch uses for one operation."""
     if answer is Ellipsis:
         return failed("replace ... with a whole number.")
-    if not isinstance(answer, int) or isinstance(answer, bool):
-        return failed(f"give a whole number, not a {type(answer).__name__}.")
-    if answer == torch.get_num_threads():
+    value = integral_value(answer)
+    if value is None:
+        return failed(whole_number_hint(answer, "the count"))
+    if value == torch.get_num_threads():
         return passed("that is torch.get_num_threads() on this machine.")
     return failed(
         "not the number PyTorch uses. It is close to the 'usable' CPU cores of the report; "

@@ -13,11 +13,7 @@ import numpy as np
 import torch
 
 from course_utils.devices import best_device
-from course_utils.exercises import CheckResult, failed, passed
-
-
-def _raised(err: Exception) -> str:
-    return f"{type(err).__name__}: {err}"
+from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed
 
 
 def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResult:
@@ -30,40 +26,46 @@ def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResul
     if not callable(to_numpy):
         return failed("pass your function itself, e.g. check_to_numpy(to_numpy), not its result")
     device = best_device()
-    leaf = torch.arange(6.0, device=device).reshape(2, 3).requires_grad_()
+    generator = torch.Generator().manual_seed(2)
+    leaf = torch.randn(2, 3, generator=generator).to(device).requires_grad_()
     cases = {
         "a tensor that requires grad": leaf,
         "a tensor computed from one that requires grad": leaf * 2,
-        "an integer tensor": torch.tensor([1, 2, 3], device=device),
+        "an integer tensor": torch.randint(-50, 50, (4,), generator=generator).to(device),
+        "a single number": torch.tensor(7, device=device),
     }
     for what, tensor in cases.items():
-        try:
-            result = to_numpy(tensor)
-        except Exception as err:
-            return failed(f"on {what} your function raised {_raised(err)}. The message says what to add.")
+        outcome = call_reader(to_numpy, tensor)
+        if outcome.problem is not None:
+            return failed(f"on {what} your function {outcome.problem}. The message says what to add.")
+        result = outcome.value
         if result is None:
             return failed(f"on {what} your function returned None: did you forget `return`?")
         if not isinstance(result, np.ndarray):
             return failed(f"on {what} it returned a {type(result).__name__}, not a numpy.ndarray")
         expected = tensor.detach().cpu().numpy()
+        if result.dtype != expected.dtype:
+            return failed(f"on {what} the array is {result.dtype}, not the tensor's {expected.dtype}")
         if result.shape != expected.shape or not np.array_equal(result, expected):
             return failed(f"on {what} the array does not hold the tensor's values")
     try:
         to_numpy(torch.ones(2, device="meta"))
+    except SystemExit as err:
+        return failed(f"on a meta tensor your function {describe_error(err)}")
     except NotImplementedError:
         pass  # it tried to copy the meta tensor to the CPU: the right move, and meta has no data
     except TypeError as err:
         if "numpy" in str(err):
             return failed(
                 "it works here only because this tensor is on the CPU already: on a GPU tensor it "
-                "would raise, as it did on a meta tensor: " + _raised(err)
+                f"would raise, as it did on a meta tensor: it {describe_error(err)}"
             )
         return failed(
-            f"on a meta tensor it raised {_raised(err)}: a meta tensor has no values, so the function "
+            f"on a meta tensor it {describe_error(err)}: a meta tensor has no values, so the function "
             "should move it before anything reads them"
         )
     except Exception as err:
-        return failed(f"on a meta tensor it raised {_raised(err)}; it should first move the tensor")
+        return failed(f"on a meta tensor it {describe_error(err)}; it should first move the tensor")
     else:
         return failed("on a meta tensor (which holds no data) it returned something: what did it convert?")
     return passed("the values come back as NumPy from tensors with grad and from any device")
@@ -75,20 +77,24 @@ def check_add_on_device_of(
     """Exercise 2: `add_on_device_of(a, b)` returns `a + b` on `a`'s device, wherever `b` is."""
     if not callable(add_on_device_of):
         return failed("pass your function itself, e.g. check_add_on_device_of(add_on_device_of)")
+    generator = torch.Generator().manual_seed(3)
     pairs = [
         (torch.ones(3, device="meta"), torch.arange(3.0)),
         (torch.ones(2, 3, device="meta"), torch.tensor(5.0)),
-        (torch.arange(3.0, device=best_device()), torch.ones(3)),
+        (torch.randn(3, generator=generator).to(best_device()), torch.randn(3, generator=generator)),
+        (torch.randn(2, 3, generator=generator).to(best_device()), torch.randn(3, generator=generator)),
     ]
     for a, b in pairs:
         where = f"a on {a.device.type}, b on {b.device.type}"
         try:
-            result = add_on_device_of(a, b)
+            result = add_on_device_of(a.clone(), b.clone())  # copies: an in-place sum leaves a as it was
+        except SystemExit as err:
+            return failed(f"with {where} your function {describe_error(err)}")
         except RuntimeError as err:
-            return failed(f"with {where} it raised {_raised(err)}: which one should move, and where to?")
+            return failed(f"with {where} it {describe_error(err)}: which one should move, and where to?")
         except Exception as err:
             return failed(
-                f"with {where} it raised {_raised(err)}. The message names the call that failed; "
+                f"with {where} it {describe_error(err)}. The message names the call that failed; "
                 "a + b on a's device needs no other operation than a move"
             )
         if not isinstance(result, torch.Tensor):
@@ -97,6 +103,8 @@ def check_add_on_device_of(
             return failed(f"with {where} the result is on {result.device}: it should stay on a's device")
         if result.shape != a.shape:
             return failed(f"with {where} the result has shape {tuple(result.shape)}, not {tuple(a.shape)}")
-        if a.device.type != "meta" and not torch.equal(result.cpu(), (a.cpu() + b.cpu())):
+        if result.dtype != torch.result_type(a, b):
+            return failed(f"with {where} the result is {result.dtype}, not the sum's dtype")
+        if a.device.type != "meta" and not torch.allclose(result.detach().cpu(), a.cpu() + b.cpu()):
             return failed(f"with {where} the values are not a + b")
     return passed("b moves to a's device and the sum stays there")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from course_utils.exercises import CheckResult, failed, not_a_function, passed
+from course_utils.exercises import CheckResult, call_reader, failed, integral_value, not_a_function, passed
 
 __all__ = ["QUESTIONS", "check_error_fix", "check_select_gpus", "question"]
 
@@ -118,9 +118,10 @@ def question(number: int) -> str:
 
 def check_error_fix(number: int, answer: object) -> CheckResult:
     """Check the letter chosen for question `number`; a wrong letter gets a hint, not the answer."""
-    if number not in QUESTIONS:
-        return failed(f"there is no question {number!r}; the questions are {sorted(QUESTIONS)}.")
-    q = QUESTIONS[number]
+    key = integral_value(number)
+    if key is None or key not in QUESTIONS:
+        return failed(f"there is no question {number!r:.40}; the questions are {sorted(QUESTIONS)}.")
+    number, q = key, QUESTIONS[key]
     if answer is None or answer is Ellipsis:
         return failed(f'question {number}: write one letter, A to D, as a string, e.g. "A".')
     if not isinstance(answer, str) or answer.strip().upper() not in q.options:
@@ -140,15 +141,16 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
     if (verdict := not_a_function(select_gpus, "select_gpus(environ, value)")) is not None:
         return verdict
     cases = [
-        ({}, "3,6", "the variable unset"),
-        ({"CUDA_VISIBLE_DEVICES": "7"}, "3,6", "the variable set to '7'"),
+        ({"HOME": "/home/student"}, "3,6", "the variable unset"),
+        ({"CUDA_VISIBLE_DEVICES": "7", "HOME": "/home/student"}, "3,6", "the variable set to '7'"),
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, "2", "the variable set to '0,1'"),
+        ({}, "1,0", "an empty environment"),
     ]
     for environ, value, where in cases:
         before = dict(environ)
-        try:
-            select_gpus(environ, value)
-        except Exception as err:
-            return failed(f"with {where} your function raised {type(err).__name__}: {err}")
+        outcome = call_reader(select_gpus, environ, value)
+        if outcome.problem is not None:
+            return failed(f"with {where} your function {outcome.problem}")
         got = environ.get("CUDA_VISIBLE_DEVICES")
         if got == before.get("CUDA_VISIBLE_DEVICES") and got is not None and got != value:
             return failed(
@@ -160,6 +162,9 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
                 f"with {where}, environ['CUDA_VISIBLE_DEVICES'] is {got!r}, not {value!r}: change the "
                 "environ passed in (not os.environ), under that exact name."
             )
+        others = {k: v for k, v in before.items() if k != "CUDA_VISIBLE_DEVICES"}
+        if {k: v for k, v in environ.items() if k != "CUDA_VISIBLE_DEVICES"} != others:
+            return failed(f"with {where} the other variables changed: set this one variable, leave the rest.")
     return passed(
         "the value is written whether or not the variable was set before. Do it before anything "
         "touches CUDA: CUDA reads the variable once."

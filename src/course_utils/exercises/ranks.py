@@ -1,0 +1,88 @@
+"""Running a reader's function in real ranks for a check, with every failure put in words.
+
+A rank worker calls the reader's function through `call_in_rank`, and the check starts the
+workers with `run_ranks`: what the reader's code did (raised, called `sys.exit`, ended its
+process with `os._exit`, left a collective its peers were in) comes back as a "Not yet" hint
+that names it, never as the launcher's raw error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from course_utils.exercises import CheckResult, describe_error, failed
+from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+
+SAME_CALLS = "Every rank must make the same collective calls, in the same order."
+# How gloo reports, in the waiting rank, that its peer left a collective (wording varies by
+# version and by timing: the connection is closed, or reset, while reading or writing).
+PEER_GONE = ("remote worker", "Connection closed", "Connection reset", "Read error", "Broken pipe")
+
+
+class ReaderFailed(Exception):
+    """Raised in a rank when the reader's function raised or called `sys.exit`; says which, in words."""
+
+
+def call_in_rank(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call the reader's `fn(*args)` in a rank; what it raises or `sys.exit` becomes `ReaderFailed`.
+
+    Raising (rather than returning) stops every rank at once, so no peer is left waiting in a
+    collective that this rank will never join.
+    """
+    try:
+        return fn(*args)
+    except (Exception, SystemExit) as err:
+        raise ReaderFailed(describe_error(err)) from err
+
+
+def _explain(err: WorkerError, hang_hint: str) -> CheckResult:
+    """The hint for a failed launch: what the reader's code did, on which rank."""
+    failures = sorted([err, *err.also_failed.values()], key=lambda f: f.rank)
+
+    def peer_gone(failure: WorkerError) -> bool:
+        return any(words in failure.message for words in PEER_GONE)
+
+    for failure in failures:
+        if failure.exc_type == ReaderFailed.__name__ and not peer_gone(failure):
+            return failed(f"on rank {failure.rank} your function {failure.message.splitlines()[0]}")
+    for failure in failures:
+        if failure.exc_type is None:
+            return failed(
+                f"on rank {failure.rank} the process running your function {failure.message}: something "
+                "in it ended the process (os._exit, a signal, a crash). A rank's work must return."
+            )
+    for failure in failures:
+        if peer_gone(failure):
+            return failed(
+                f"rank {failure.rank} lost its peer inside a collective: another rank never called it "
+                f"and left. {hang_hint}"
+            )
+    first = err.message.splitlines()[0] if err.message else ""
+    return failed(
+        f"the check could not finish on rank {err.rank} after your function ran ({err.exc_type}: {first}). "
+        "Did your function replace or delete something of what it was given?"
+    )
+
+
+def run_ranks(
+    worker: Callable[..., Any],
+    world_size: int,
+    args: Sequence[Any],
+    timeout: float,
+    hang_hint: str = SAME_CALLS,
+) -> list[Any] | CheckResult:
+    """Run `worker(*args)` in `world_size` gloo ranks; return the results by rank, or a "Not yet" verdict.
+
+    `hang_hint` is said when the ranks time out or a rank loses its peer in a collective.
+    """
+    try:
+        return launch(worker, world_size, args=tuple(args), timeout=timeout)
+    except LaunchTimeoutError:
+        return failed(
+            f"the ranks never finished: a collective waited for a rank that skipped it. {hang_hint}"
+        )
+    except WorkerError as err:
+        return _explain(err, hang_hint)
+    except LaunchError as err:
+        return failed(f"the ranks could not be started: {err}")
