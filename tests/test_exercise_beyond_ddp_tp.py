@@ -35,8 +35,8 @@ def test_right_answers_pass():
         assert "(16, 16) of 0.weight and (16, 16) of 2.weight" in str(result)
 
 
-def nothing(model, mesh):
-    return None
+def train_mode_only(model, mesh):
+    model.train()
 
 
 def plain_ddp(model, mesh):
@@ -69,7 +69,7 @@ def rowwise_first(model, mesh):
 
 def test_wrong_answers_get_a_hint():
     cases = {
-        nothing: "both weights are still whole",
+        train_mode_only: "both weights are still whole",
         plain_ddp: "do not wrap it",
         first_layer_only: "2.weight is still whole",
         fsdp_instead: "FSDP's way",
@@ -82,6 +82,13 @@ def test_wrong_answers_get_a_hint():
         assert not result.ok and hint in str(result), (answer.__name__, result)
 
 
-def test_not_a_function():
+def unanswered(model, mesh) -> None:
+    """As the notebook gives it."""
+    ...  # your code here
+
+
+def test_not_a_function_and_the_unanswered_stub():
+    for stub in (unanswered, lambda model, mesh: None):
+        assert "replace the `...` in `shard_mlp`" in str(check_tensor_parallel(stub))
     assert "write `shard_mlp(model, mesh)`" in str(check_tensor_parallel(...))
     assert "not a dict" in str(check_tensor_parallel({"0": ColwiseParallel()}))
