@@ -33,3 +33,11 @@ def test_two_ranks_hold_half_and_match_one_process():
 def test_a_batch_that_does_not_split_is_refused():
     with pytest.raises(WorkerError, match="does not split evenly"):
         launch(fsdp_step, 2, args=(torch.randn(7, 64), torch.randn(7, 64)))
+
+
+def test_fresh_interpreters_can_run_it_as_after_cuda_started_in_the_kernel():
+    """The notebook's GPU cell relies on spawn importing the worker by name when CUDA is initialised."""
+    torch.manual_seed(1)
+    x, y = torch.randn(4, 64), torch.randn(4, 64)
+    ranks = launch(fsdp_step, 2, args=(x, y), method="spawn", timeout=120)
+    assert [r["local"] for r in ranks] == [(128, 64)] * 2
