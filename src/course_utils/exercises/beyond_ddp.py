@@ -182,3 +182,140 @@ def check_local_shape(local_shape: Any) -> CheckResult:
             "dim 0 is not split into equal parts: think of torch.chunk, which gives the first ranks more."
         )
     return failed("not this shape: torch.chunk(t, 4, dim=0) is how Shard(0) splits.")
+
+
+# Exercise 4: tensor parallelism applied by the reader's function, checked in real ranks.
+TP_WORLD_SIZE = 2
+_TP_SHAPES = (16, 32, 16)  # Linear(16, 32) -> ReLU -> Linear(32, 16)
+
+
+def exercise_tp_model() -> nn.Sequential:
+    """The MLP of exercise 4, with the same seeded weights in every process that builds it."""
+    torch.manual_seed(0)
+    d_in, hidden, d_out = _TP_SHAPES
+    return nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+
+
+def _layout(param: Any) -> tuple:
+    """(is a DTensor, placements with Shard dims made non-negative, local shape) of one parameter."""
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(param, DTensor):
+        return (False, (), tuple(param.shape))
+    placements = tuple(Shard(p.dim % param.dim()) if isinstance(p, Shard) else p for p in param.placements)
+    return (True, placements, tuple(param.to_local().shape))
+
+
+def _tp_worker(shard_mlp: Any) -> dict:
+    """In each rank: apply the reader's function to the exercise model, run a forward, report."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    dist.init_process_group("gloo")
+    try:
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        model = exercise_tp_model()
+        returned = shard_mlp(model, mesh)
+        if isinstance(returned, nn.Module) and all(returned is not m for m in model.modules()):
+            model = returned  # a wrapper (such as DDP) the reader returned instead of the model
+        names = ("0.weight", "0.bias", "2.weight", "2.bias")
+        params = dict(model.named_parameters())
+        report: dict[str, Any] = {
+            "modules": type(model).__name__,
+            "layouts": {name: _layout(params[name]) for name in names if name in params},
+        }
+        torch.manual_seed(1)
+        x = torch.randn(4, _TP_SHAPES[0])
+        with CommDebugMode() as comms, torch.no_grad():
+            y = model(x)
+        report["comms"] = {str(op).split(".")[-1]: n for op, n in comms.get_comm_counts().items()}
+        report["dtensor output"] = isinstance(y, DTensor)
+        report["output"] = (y.full_tensor() if isinstance(y, DTensor) else y).detach().clone()
+        dist.barrier()
+        return report
+    finally:
+        dist.destroy_process_group()
+
+
+def _does_nothing(fn: Any) -> bool:
+    """Whether `fn` only returns None (a body of `...` or `pass`): the unanswered exercise."""
+    import dis
+
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    ops = [i for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
+    names = [i.opname for i in ops]
+    return names in (["LOAD_CONST", "RETURN_VALUE"], ["RETURN_CONST"]) and ops[0].argval is None
+
+
+def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
+    """Check `shard_mlp(model, mesh)`: tensor parallelism on exercise 4's MLP, run in 2 real ranks.
+
+    Right: every weight split over the ranks (not gathered, not replicated), the output a plain
+    tensor equal on every rank to the unsharded model's, one all-reduce in the forward pass.
+    """
+    from course_utils.exercises import not_a_function
+    from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+
+    if (verdict := not_a_function(shard_mlp, "shard_mlp(model, mesh)")) is not None:
+        return verdict
+    if _does_nothing(shard_mlp):
+        return failed("replace the `...` in `shard_mlp` with your code: a parallelize_module call.")
+    try:
+        ranks = launch(_tp_worker, TP_WORLD_SIZE, args=(shard_mlp,), timeout=20)
+    except LaunchTimeoutError:
+        return failed("the ranks never finished: every rank must make the same calls, in the same order.")
+    except WorkerError as err:
+        first = (err.message or "").strip().splitlines()
+        what = f"{err.exc_type}: {first[0]}" if err.exc_type and first else "it ended without a result"
+        return failed(f"rank {err.rank} stopped while running your function: {what}")
+    except LaunchError as err:
+        return failed(f"the ranks could not be started: {err}")
+    reference = exercise_tp_model()
+    torch.manual_seed(1)  # the worker's input, after the model's seed
+    with torch.no_grad():
+        expected = reference(torch.randn(4, _TP_SHAPES[0]))
+    first = ranks[0]
+    layouts = first["layouts"]
+    if set(layouts) != {"0.weight", "0.bias", "2.weight", "2.bias"}:
+        return failed(
+            f"the model's parameters are now named {sorted(layouts)}: apply the plan to the model "
+            "you are given (parallelize_module works in place), do not wrap it (DDP adds `module.`)."
+        )
+    plain = [name for name in ("0.weight", "2.weight") if not layouts[name][0]]
+    if len(plain) == 2:
+        return failed(
+            "both weights are still whole tensors on every rank, as under DDP: nothing was split. "
+            "parallelize_module(model, mesh, plan) turns them into DTensors."
+        )
+    if plain:
+        return failed(f"{plain[0]} is still whole on every rank: shard both layers, not only one.")
+    for name in ("0.weight", "2.weight"):
+        if all(not isinstance(p, Shard) for p in layouts[name][1]):
+            return failed(f"{name} is {layouts[name][1]}: every rank holds all of it. Split it.")
+    if any(r["dtensor output"] for r in ranks):
+        return failed(
+            "the output is a DTensor: the check asks for a plain tensor, whole on every rank "
+            "(the default use_local_output=True of the last layer's style gives one)."
+        )
+    for r in ranks:
+        out = r["output"]
+        if out.shape != expected.shape or not torch.allclose(out, expected, atol=1e-5):
+            return failed(
+                f"the output (shape {tuple(out.shape)}) differs from the unsharded model's "
+                f"{tuple(expected.shape)}: which layer splits its output features, which its input?"
+            )
+    comms = first["comms"]
+    if comms != {"all_reduce": 1}:
+        return failed(
+            f"the output is right, but the forward ran {comms or 'no collective'}: with the "
+            "hidden features split, one all-reduce at the end of the MLP is all it needs "
+            "(gathered weights are FSDP's way, gathered activations cost more)."
+        )
+    return passed(
+        f"each rank holds {layouts['0.weight'][2]} of 0.weight and {layouts['2.weight'][2]} of "
+        "2.weight; the output equals the unsharded model's on both ranks, with one all-reduce."
+    )
