@@ -1,0 +1,360 @@
+"""Checks for the exercises of notebook 12 (memory lines, checkpointing, float16 with a GradScaler).
+
+Each check says what is right or wrong, with a hint, never the solution. The checkpointing check
+runs the reader's function on a small model and counts the recomputed forwards, the saved bytes
+and the gradients; the mixed-precision check runs the reader's step in two real gloo ranks, on a
+normal batch and on one whose float16 gradients overflow.
+(No `from __future__ import annotations` here: DDP checks a comm hook's annotations as objects.)
+"""
+
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.amp import GradScaler
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from course_utils.exercises import CheckResult, failed, not_a_function, passed
+from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+from course_utils.memory import LINES, saved_activation_bytes
+
+# Exercise 1: which memory lines each technique shrinks on one rank.
+MEMORY_ANSWERS: dict[str, frozenset[str]] = {
+    "autocast bf16": frozenset({"activations"}),
+    "activation checkpointing": frozenset({"activations"}),
+    "ZeroRedundancyOptimizer": frozenset({"optimizer state"}),
+    "fp16_compress_hook": frozenset(),
+}
+_MEMORY_HINTS = {
+    "autocast bf16": "autocast casts copies for its operations; what does the optimizer update?",
+    "activation checkpointing": "checkpointing changes what the forward keeps for backward, nothing else.",
+    "ZeroRedundancyOptimizer": "ZeRO stage 1 shards one thing; DDP holds whole parameters and gradients.",
+    "fp16_compress_hook": "the hook compresses what is sent, during the all-reduce; what stays in memory?",
+}
+# Exercise 2: blocks of the checked model, width and batch.
+_BLOCKS, _WIDTH, _BATCH = 3, 8, 16
+# Exercise 3: ranks, and the scale that makes the second batch's float16 gradients overflow.
+_WORLD_SIZE, _SCALE = 2, 2.0**16
+_HUGE = 1e4  # inputs of the overflowing batch
+
+
+def _line_set(value: Any, technique: str) -> tuple[frozenset[str] | None, str]:
+    """The reader's answer for one technique as a set of line names, or None and a hint."""
+    if value is None or value is Ellipsis:
+        return None, f"replace the `...` of {technique!r} with a set of line names, e.g. {{'gradients'}}."
+    if isinstance(value, str):
+        value = {value}
+    if not isinstance(value, Iterable) or isinstance(value, dict | bytes) or hasattr(value, "shape"):
+        return (
+            None,
+            f"the answer for {technique!r} should be a set of line names, not a {type(value).__name__}.",
+        )
+    names = list(value)
+    if not all(isinstance(n, str) for n in names):
+        return None, f"the answer for {technique!r} should hold line names (strings) from LINES."
+    cleaned = frozenset(n.strip().lower() for n in names)
+    unknown = sorted(cleaned - set(LINES))
+    if unknown:
+        return None, f"{unknown[0]!r} is not a line of the table; the lines are {', '.join(LINES)}."
+    return cleaned, ""
+
+
+def check_memory_lines(shrinks: Any) -> CheckResult:
+    """Check which lines (parameters, gradients, optimizer state, activations) each technique shrinks."""
+    if shrinks is None or shrinks is Ellipsis:
+        return failed("give a dict from each technique to the set of lines it shrinks.")
+    if not isinstance(shrinks, dict):
+        return failed(f"give a dict from technique to a set of lines, not a {type(shrinks).__name__}.")
+    missing = [t for t in MEMORY_ANSWERS if t not in shrinks]
+    if missing:
+        return failed(f"the dict has no entry for {missing[0]!r}; keep the four keys of the exercise.")
+    for technique, truth in MEMORY_ANSWERS.items():
+        answer, problem = _line_set(shrinks[technique], technique)
+        if answer is None:
+            return failed(problem)
+        if answer != truth:
+            return failed(f"not {technique!r} yet: {_MEMORY_HINTS[technique]}")
+    return passed(
+        "autocast and checkpointing shrink the activations, ZeRO-1 the optimizer state, and the "
+        "compress hook no line at all: it saves bytes on the wire, not in memory."
+    )
+
+
+def _exercise_blocks() -> nn.ModuleList:
+    """The seeded blocks the checkpointing check runs the reader's function on."""
+    torch.manual_seed(0)
+    return nn.ModuleList(
+        nn.Sequential(nn.Linear(_WIDTH, 4 * _WIDTH), nn.GELU(), nn.Linear(4 * _WIDTH, _WIDTH))
+        for _ in range(_BLOCKS)
+    )
+
+
+def _raised(err: BaseException) -> str:
+    """An exception as `Type: first line`, for a hint."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _run_forward(
+    forward: Callable[..., Any], blocks: nn.ModuleList, x: torch.Tensor
+) -> tuple[Any, int, int, str]:
+    """Run forward(blocks, x) and backward; its output, forward starts per block, saved bytes, error."""
+    calls: list[nn.Module] = []
+    handles = [b.register_forward_pre_hook(lambda m, args: calls.append(m)) for b in blocks]
+    try:
+        with warnings.catch_warnings():  # the reader's checkpoint calls may warn; the verdict says why
+            warnings.simplefilter("ignore")
+            out, saved = saved_activation_bytes(lambda: forward(blocks, x), list(blocks.parameters()))
+        if not isinstance(out, torch.Tensor):
+            return out, 0, saved, ""
+        if out.device.type != x.device.type or out.shape != (x.shape[0], _WIDTH):
+            return out, 0, saved, ""
+        if out.requires_grad:
+            out.sum().backward()
+        return out, len(calls), saved, ""
+    except SystemExit:
+        return None, 0, 0, "it called sys.exit()"
+    except Exception as err:
+        return None, 0, 0, f"it raised {_raised(err)}"
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def check_checkpointed_forward(forward: Any) -> CheckResult:
+    """Check `forward(blocks, x)`: every block in turn, each under activation checkpointing.
+
+    Runs it on seeded blocks and compares output, gradients, saved bytes and the number of
+    forward calls with plain and checkpointed references.
+    """
+    if (verdict := not_a_function(forward, "checkpointed_forward(blocks, x)")) is not None:
+        return verdict
+    torch.manual_seed(1)
+    x = torch.randn(_BATCH, _WIDTH)
+
+    reference_blocks = _exercise_blocks()
+    plain_out, plain_calls, plain_saved, _ = _run_forward(_plain_forward, reference_blocks, x)
+    blocks = _exercise_blocks()
+    out, calls, saved, error = _run_forward(forward, blocks, x)
+    if error:
+        return failed(f"{error}; run each block on the output of the one before.")
+    if out is None:
+        return failed("the function returned None: return the last block's output.")
+    if not isinstance(out, torch.Tensor):
+        return failed(
+            f"the function returned a {type(out).__name__}; return the tensor the last block gives."
+        )
+    if out.device.type == "meta":
+        return failed("the output is on the meta device, which holds no values: run the blocks on x itself.")
+    if out.shape != plain_out.shape:
+        return failed(
+            f"the output has shape {tuple(out.shape)}, not {tuple(plain_out.shape)}: "
+            "run every block once, in order."
+        )
+    if not torch.allclose(out.detach(), plain_out.detach(), atol=1e-6):
+        return failed(
+            "the output differs from running the blocks in turn: "
+            "each block takes the previous block's output."
+        )
+    grads = [p.grad for p in blocks.parameters()]
+    if any(g is None for g in grads):
+        return failed(
+            "some parameters got no gradient. With use_reentrant=True and an input that needs no "
+            "gradient that happens; use use_reentrant=False, and do not run the forward under no_grad."
+        )
+    if any(
+        not torch.allclose(g, r.grad, atol=1e-6)
+        for g, r in zip(grads, reference_blocks.parameters(), strict=True)
+    ):
+        return failed("the gradients differ from the plain forward's: checkpointing must not change them.")
+    if calls <= plain_calls:
+        return failed(
+            "right output and gradients, but no block's forward ran again in backward: nothing was "
+            "checkpointed. Wrap each block's call in torch.utils.checkpoint.checkpoint."
+        )
+    if calls < 2 * plain_calls:
+        return failed(
+            f"{calls - plain_calls} of the {_BLOCKS} blocks were recomputed: checkpoint every block."
+        )
+    if saved >= plain_saved:
+        return failed("the blocks ran again, yet the forward saved as much as without checkpointing.")
+    return passed(
+        f"each of the {_BLOCKS} blocks ran its forward again in backward; the forward saved "
+        f"{saved:,} bytes instead of {plain_saved:,}, with the same gradients."
+    )
+
+
+def _plain_forward(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+    """The reference: every block in turn, nothing checkpointed."""
+    for block in blocks:
+        x = block(x)
+    return x
+
+
+def _reference_step(
+    ddp: DDP, optimizer: torch.optim.Optimizer, scaler: GradScaler, x: torch.Tensor, y: torch.Tensor
+) -> None:
+    """The float16 mixed-precision step the reader's function is compared with."""
+    optimizer.zero_grad()
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.mse_loss(ddp(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
+    """One rank: the reader's step and the reference step, on a normal and on an overflowing batch."""
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        torch.manual_seed(1)
+        x, y = torch.randn(2 * _WORLD_SIZE, 8), torch.randn(2 * _WORLD_SIZE, 4)
+        mine = x.chunk(_WORLD_SIZE)[rank], y.chunk(_WORLD_SIZE)[rank]
+        batches = {"normal": mine, "overflowing": (mine[0] * _HUGE, mine[1])}
+        result: dict[str, Any] = {"error": ""}
+        for who, fn in (("reader", step), ("reference", _reference_step)):
+            torch.manual_seed(0)
+            model = nn.Linear(8, 4)
+            ddp = DDP(model)
+            dtypes: list[torch.dtype] = []
+            model.register_forward_hook(lambda m, args, out, dtypes=dtypes: dtypes.append(out.dtype))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = GradScaler("cpu", init_scale=_SCALE)
+            seen = {}
+            for name, (bx, by) in batches.items():
+                try:
+                    fn(ddp, optimizer, scaler, bx, by)
+                except SystemExit:
+                    result["error"] = "it called sys.exit()"
+                except Exception as err:
+                    result["error"] = f"it raised {_raised(err)}"
+                seen[name] = {
+                    "weights": [p.detach().clone() for p in model.parameters()],
+                    "scale": scaler.get_scale() if scaler.is_enabled() else None,
+                }
+                if result["error"]:
+                    break
+            seen["dtypes"] = sorted({str(d) for d in dtypes})
+            result[who] = seen
+            del ddp, optimizer  # DDP goes before the process group, as in notebook 06
+            if result["error"]:
+                break
+        dist.barrier()  # every rank done before any tears down (also when one raised)
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def check_amp_step(step: Any) -> CheckResult:
+    """Check `step(ddp, optimizer, scaler, x, y)`: one float16 autocast step with a GradScaler.
+
+    Runs it in two real gloo ranks on a normal batch, then on a batch whose scaled float16
+    gradients overflow, and compares weights and scale with the reference step.
+    """
+    if (verdict := not_a_function(step, "amp_step(ddp, optimizer, scaler, x, y)")) is not None:
+        return verdict
+    if (verdict := _untouched(step)) is not None:
+        return verdict
+    try:
+        ranks = launch(_amp_worker, _WORLD_SIZE, args=(step,), timeout=60)
+    except LaunchTimeoutError:
+        return failed("the ranks never finished: every rank must run the same forward and backward.")
+    except WorkerError as err:
+        return failed(f"rank {err.rank} failed: {err.exc_type or 'died'}: {err.message.splitlines()[0]}")
+    except LaunchError as err:
+        return failed(f"the ranks could not be started: {err}")
+    if any(r is None for r in ranks):
+        return failed("a rank ended before returning (sys.exit or os._exit?): the step must just return.")
+    first = next((r for r in ranks if r["error"]), ranks[0])
+    if first["error"]:
+        return failed(f"your function {first['error'].removeprefix('it ').rstrip('.')}.")
+    reader, reference = ranks[0]["reader"], ranks[0]["reference"]
+    if "torch.float16" not in reader["dtypes"]:
+        return failed(
+            "the model ran in float32: run the forward pass under torch.autocast('cpu', dtype=torch.float16)."
+        )
+    normal_ok = all(
+        torch.allclose(a, b, atol=1e-6)
+        for a, b in zip(reader["normal"]["weights"], reference["normal"]["weights"], strict=True)
+    )
+    if not normal_ok:
+        if all(
+            torch.equal(a, b) for a, b in zip(reader["normal"]["weights"], _initial_weights(), strict=True)
+        ):
+            return failed("the weights did not change on a normal batch: call scaler.step(optimizer).")
+        if any(not torch.isfinite(w).all() for w in reader["normal"]["weights"]):
+            return failed("the weights became inf or nan: the optimizer stepped with scaled gradients.")
+        return failed(
+            "after a normal batch the weights differ from the right step's: the optimizer must see "
+            "unscaled gradients (scaler.step unscales them), and zero the old gradients first."
+        )
+    after = reader["overflowing"]
+    if any(not torch.isfinite(w).all() for w in after["weights"]):
+        return failed(
+            "the overflowing batch put inf or nan into the weights: step with scaler.step(optimizer), "
+            "which skips a step whose gradients are not finite."
+        )
+    if not all(torch.equal(a, b) for a, b in zip(after["weights"], reader["normal"]["weights"], strict=True)):
+        return failed("the overflowing batch changed the weights; its step should have been skipped.")
+    if after["scale"] != reference["overflowing"]["scale"]:
+        return failed(
+            f"the skipped step left the scale at {after['scale']:g}: call scaler.update() after "
+            "scaler.step(optimizer), so that the scale backs off."
+        )
+    if not all(
+        torch.allclose(a, b)
+        for r in ranks[1:]
+        for a, b in zip(r["reader"]["overflowing"]["weights"], after["weights"], strict=True)
+    ):
+        return failed("the ranks hold different weights: run the backward pass through the DDP model.")
+    return passed(
+        "a normal batch steps with the unscaled gradients; the overflowing one is skipped and the "
+        f"scale halves ({_SCALE:g} -> {after['scale']:g}), on both ranks."
+    )
+
+
+class _Touched(Exception):
+    """Raised by a probe argument when the reader's function uses it."""
+
+
+class _Probe:
+    """An argument that raises _Touched on any use, to see whether a function does anything."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _Touched
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise _Touched
+
+    def __iter__(self) -> Any:
+        raise _Touched
+
+
+def _untouched(step: Callable[..., Any]) -> CheckResult | None:
+    """A verdict when `step` ignores all five arguments (the `...` placeholder) or exits; else None.
+
+    Saves starting two processes for a function that does nothing yet.
+    """
+    try:
+        step(*(_Probe() for _ in range(5)))
+    except _Touched:
+        return None
+    except SystemExit:
+        return failed("your function called sys.exit(): a training step must just return.")
+    except Exception:
+        return None  # it did something with the arguments; the real run reports what
+    return failed("the function does not use its arguments yet: write the step's forward, backward and step.")
+
+
+def _initial_weights() -> list[torch.Tensor]:
+    """The seeded weights the mixed-precision check starts from."""
+    torch.manual_seed(0)
+    return [p.detach() for p in nn.Linear(8, 4).parameters()]
+
+
+__all__ = ["MEMORY_ANSWERS", "check_amp_step", "check_checkpointed_forward", "check_memory_lines"]
