@@ -16,8 +16,7 @@ import psutil
 import pytest
 import torch
 
-from course_utils.launcher import WorkerError, launch
-from course_utils.torchrun import run_torchrun
+from course_utils.processes import WorkerError, launch, run_torchrun
 
 WORKERS = Path(__file__).resolve().parent.parent / "notebooks" / "workers"
 sys.path.insert(0, str(WORKERS.parent))

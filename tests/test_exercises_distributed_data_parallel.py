@@ -103,7 +103,7 @@ def test_unprefixed_state_dict():
 )
 def test_a_peer_that_left_the_collective_is_explained(monkeypatch, gloo_says):
     import course_utils.exercises.distributed_data_parallel as ex
-    from course_utils.launcher import WorkerError
+    from course_utils.processes import WorkerError
 
     def peer_left(*args, **kwargs):
         raise WorkerError(0, 2, "RuntimeError", gloo_says)

@@ -17,7 +17,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
-from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 # Exercise 1: 3 machines x 8 GPUs, 16 samples per GPU, 4 accumulation steps.
 _MACHINES, _GPUS_PER_MACHINE, _PER_GPU, _ACCUMULATION = 3, 8, 16, 4

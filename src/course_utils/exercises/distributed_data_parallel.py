@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch import nn
 
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
-from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 _WORLD_SIZE = 2
 _SAME = "Every rank must make the same collective calls, in the same order."

@@ -25,8 +25,8 @@ from fake_libcuda import FakeLibcuda
 from processes import SESSION_VARIABLE, _marked, is_gone, left_behind, wait_until_gone
 from torch.utils.data import DataLoader
 
-from course_utils import launcher, visible_devices
-from course_utils.launcher import (
+from course_utils import gpus
+from course_utils.processes import (
     LOOPBACK,
     LaunchError,
     LaunchTimeoutError,
@@ -35,6 +35,7 @@ from course_utils.launcher import (
     choose_start_method,
     free_port,
     launch,
+    launcher,
     loopback_interface,
     torchrun_env,
 )
@@ -238,8 +239,8 @@ def test_ctrl_c_in_the_parent_stops_every_rank(ctrl_c_raises):
 
 LAUNCHES_RANKS_THAT_IGNORE_SIGTERM = """
 import os, signal, sys, time
-from course_utils import supervision
-from course_utils.launcher import launch
+from course_utils.processes import supervision
+from course_utils.processes import launch
 
 def stubborn(folder):
     def note_sigterm(signum, frame):  # like a worker that saves a checkpoint on SIGTERM, and goes on
@@ -472,7 +473,7 @@ def test_each_rank_leads_its_own_session_and_dies_with_its_parent():
 
 LAUNCHES_AND_HANGS = """
 import os, sys, time
-from course_utils.launcher import launch
+from course_utils.processes import launch
 
 def hang(folder):
     path = os.path.join(folder, os.environ["RANK"] + ".pid")
@@ -658,9 +659,9 @@ def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
     # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
     assert choose_start_method(notebook_function()) == "fork"
     # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
-    monkeypatch.setattr(visible_devices, "_already_loaded", FakeLibcuda(0))
+    monkeypatch.setattr(gpus, "_already_loaded", FakeLibcuda(0))
     assert choose_start_method() == "spawn"
-    monkeypatch.setattr(visible_devices, "_already_loaded", FakeLibcuda(3))
+    monkeypatch.setattr(gpus, "_already_loaded", FakeLibcuda(3))
     assert choose_start_method() == "fork"  # CUDA builds load the driver at `import torch`
 
 
@@ -677,10 +678,10 @@ def fails_as_in_a_forked_child(message: str) -> None:
     ],
 )
 def test_a_forked_worker_that_cannot_use_cuda_is_told_why(monkeypatch, message):
-    monkeypatch.setattr(launcher, "_cuda_driver_started", lambda: True)
+    monkeypatch.setattr(launcher, "_fork_loses_cuda", lambda: True)
     with pytest.raises(WorkerError, match="forked from a process that had already started CUDA"):
         launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
-    monkeypatch.setattr(launcher, "_cuda_driver_started", lambda: False)
+    monkeypatch.setattr(launcher, "_fork_loses_cuda", lambda: False)
     with pytest.raises(WorkerError) as info:
         launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
     assert info.value.hint == ""
@@ -699,7 +700,7 @@ def test_notebook_functions_among_the_arguments_count_too(monkeypatch, tmp_path,
 
 
 def test_no_maps_file_means_no_driver_to_see(tmp_path):
-    assert launcher._cuda_driver_started(str(tmp_path / "missing")) is False
+    assert launcher._fork_loses_cuda(str(tmp_path / "missing")) is False
 
 
 def test_without_fork_a_notebook_function_is_refused_with_what_to_do(monkeypatch, notebook):
@@ -724,7 +725,7 @@ def environment() -> dict[str, str]:
 
 
 def test_environment_is_what_a_real_torchrun_sets(tmp_path):
-    from course_utils.torchrun import run_torchrun
+    from course_utils.processes import run_torchrun
 
     script = tmp_path / "env_dump.py"
     script.write_text(ENV_DUMP)

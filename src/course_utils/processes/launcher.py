@@ -14,7 +14,7 @@ itself, so the same worker runs unchanged under torchrun. What it adds, and why:
   other ranks, maybe blocked for ever in a collective, are stopped. A death is seen from the
   exit code: processes the rank started (DataLoader workers) inherit its pipe and keep it open.
 - Nothing is left behind: each rank leads a session (process group) of its own, like torchrun's
-  workers, and every group is stopped as `course_utils.supervision.stop` says (SIGTERM, a
+  workers, and every group is stopped as `course_utils.processes.supervision.stop` says (SIGTERM, a
   grace period, SIGKILL; a second Ctrl-C kills at once) on success, error, timeout and Ctrl-C
   alike. On Linux each rank also dies with the launching process (PR_SET_PDEATHSIG), so a
   kernel killed outright (out of memory on Binder) leaves no rank behind. A process that a rank
@@ -54,22 +54,20 @@ from typing import Any
 import torch
 from torch.distributed import TCPStore
 
-from course_utils.supervision import (
+from course_utils.gpus import cuda_driver_started
+from course_utils.processes.supervision import (
     FORK_WARNING,
     KILL,
     LOOPBACK,
     POLL_SECONDS,
     LaunchError,
     check_timeout,
-    free_port,
     gloo_env,
     isolate,
     listening_socket,
-    loopback_interface,
     signal_group,
     stop,
 )
-from course_utils.visible_devices import cuda_driver_started
 
 # After every rank has sent its result, how long the ranks may take to exit by themselves
 # before they are stopped like the others.
@@ -87,15 +85,11 @@ _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
 
 __all__ = [
-    "LOOPBACK",
-    "LaunchError",
     "LaunchTimeoutError",
     "RemoteTraceback",
     "WorkerError",
     "choose_start_method",
-    "free_port",
     "launch",
-    "loopback_interface",
     "torchrun_env",
 ]
 
@@ -257,9 +251,9 @@ def _gpu_runtime_initialised() -> bool:
     return bool(xpu is not None and hasattr(xpu, "is_initialized") and xpu.is_initialized())
 
 
-def _cuda_driver_started(maps: str | None = None) -> bool:
-    """Whether the CUDA driver was started here (`cuda_driver_started`), for fork's sake; a driver
-    that cannot be asked counts as started, no memory map (not Linux) as not. `maps`: for tests."""
+def _fork_loses_cuda(maps: str | None = None) -> bool:
+    """Whether a child forked now could not use CUDA because the driver started here. Cautious:
+    on Linux (a memory map to read) a driver that cannot be asked counts as started. `maps`: for tests."""
     maps = maps or _PROC_MAPS
     started = cuda_driver_started(maps)
     return started if started is not None else os.path.exists(maps)
@@ -310,7 +304,7 @@ def _start_method_and_reason(fn: Callable[..., Any] | None = None, args: tuple =
             "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
             "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
         )
-    if _cuda_driver_started() and (fn is None or _spawnable(fn, args)):
+    if _fork_loses_cuda() and (fn is None or _spawnable(fn, args)):
         return "spawn", (
             "The CUDA driver has been started in this process, and a child forked after that "
             "cannot use CUDA, so the launcher spawns fresh interpreters. "
@@ -691,7 +685,7 @@ def launch(
             timeout=timedelta(seconds=timeout),
             master_listen_fd=listener.detach(),
         )
-        cuda_started = method == "fork" and (_gpu_runtime_initialised() or _cuda_driver_started())
+        cuda_started = method == "fork" and (_gpu_runtime_initialised() or _fork_loses_cuda())
         results = _collect(processes, inboxes, timeout, method, cuda_started)
         finished = True
         return results

@@ -19,16 +19,17 @@ from pathlib import Path
 import pytest
 from processes import is_gone
 
-from course_utils import torchrun
-from course_utils.launcher import LaunchError, loopback_interface
-from course_utils.torchrun import (
+from course_utils.processes import (
+    LaunchError,
     TorchrunError,
     TorchrunResult,
     TorchrunTimeoutError,
     check_port_free,
+    loopback_interface,
     run_nodes,
     run_torchrun,
     strip_paths,
+    torchrun,
     torchrun_command,
 )
 

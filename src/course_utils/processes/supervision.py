@@ -1,8 +1,8 @@
 """What every process the course starts shares: its own process group, loopback, a timeout, a clean stop.
 
-The notebook launcher (`course_utils.launcher`), the torchrun helpers (`course_utils.torchrun`)
-and `run_python` (`course_utils.child_python`) all start processes from a notebook and must
-never leave one behind. They share these rules:
+The notebook launcher (`launcher`), the torchrun helpers (`torchrun`) and `run_python`
+(`child_python`), the modules of `course_utils.processes` beside this one, all start processes
+from a notebook and must never leave one behind. They share these rules:
 
 - Each child leads a process group (a session) of its own, so one signal to the group reaches
   the child and everything it started (`signal_group`); a forked child also dies with its

@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.supervision import KILL, check_timeout, child_env, signal_group
+from course_utils.processes.supervision import KILL, check_timeout, child_env, signal_group
 
 __all__ = [
     "ChildPythonError",
     "ChildRun",
     "last_error_line",
+    "mask_machine_paths",
     "run_python",
-    "scrub_paths",
     "shorten_builtin_modules",
 ]
 
@@ -81,7 +81,7 @@ def _machine_paths() -> dict[str, str]:
     return {path: label for path, label in paths.items() if len(path) > 1}
 
 
-def scrub_paths(text: str) -> str:
+def mask_machine_paths(text: str) -> str:
     """Replace this machine's paths (Python install, packages, temp folder, cwd, home) in `text`.
 
     The longest paths are replaced first, so a package path becomes `<packages>` rather than
@@ -89,7 +89,7 @@ def scrub_paths(text: str) -> str:
     machine paths; this is what makes a child's error line printable.
     """
     if not isinstance(text, str):
-        raise TypeError(f"scrub_paths expects a str, got {type(text).__name__}")
+        raise TypeError(f"mask_machine_paths expects a str, got {type(text).__name__}")
     for path, label in sorted(_machine_paths().items(), key=lambda item: -len(item[0])):
         text = text.replace(path, label)
     return text
@@ -181,10 +181,10 @@ def run_python(
         child.wait()
         for pipe in (child.stdin, child.stdout, child.stderr):
             pipe.close()  # type: ignore[union-attr]
-    stdout = scrub_paths(out.decode("utf-8", errors="replace"))
+    stdout = mask_machine_paths(out.decode("utf-8", errors="replace"))
     if child.returncode == 0:
         return ChildRun(returncode=0, stdout=stdout, error=None)
-    stderr = shorten_builtin_modules(scrub_paths(err.decode("utf-8", errors="replace")))
+    stderr = shorten_builtin_modules(mask_machine_paths(err.decode("utf-8", errors="replace")))
     if check:
         raise ChildPythonError(
             f"the child Python exited with status {child.returncode}; its stderr:\n{stderr}"

@@ -29,7 +29,6 @@ _RESULT_KEYS = frozenset({"rank", "world_size", "threads", "step_times", "sample
 _ROW_KEYS = frozenset(
     {"config", "processes", "threads", "global_batch", "median_step_s", "iqr_step_s", "samples_per_s"}
 )
-MAX_BATCH_BYTES = 2**30  # the prepared batches of one rank; a benchmark in a 1.5 GiB budget needs far less
 MAX_PARAMETERS = 10**9  # 4 GB of float32 weights: far beyond a benchmark model, a slip in the widths
 
 

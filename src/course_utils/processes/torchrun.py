@@ -22,7 +22,7 @@ safety around the command; the command line itself is torchrun's own and is show
   before anything starts.
 - A timeout, after which every process of the run is stopped, as when the cell is interrupted
   or raises. Each torchrun, and each of its workers, leads a session of its own; they are
-  tracked by parent and stopped group by group (`course_utils.supervision.stop`).
+  tracked by parent and stopped group by group (`course_utils.processes.supervision.stop`).
 - A clear error: a run that exits with a non-zero code raises `TorchrunError`, which names the
   command and shows the tail of its stderr with machine paths reduced to file names.
 - Nothing left on disk: torchrun's own temporary files (its log folder, the workers' error
@@ -52,7 +52,7 @@ from typing import IO, Any
 
 import psutil
 
-from course_utils.supervision import (
+from course_utils.processes.supervision import (
     FORK_WARNING,
     GRACE_SECONDS,
     LOOPBACK,
@@ -71,7 +71,6 @@ from course_utils.supervision import (
 )
 
 __all__ = [
-    "LOOPBACK",
     "MODULES",
     "TorchrunError",
     "TorchrunResult",

@@ -14,8 +14,8 @@ import time
 import pytest
 from processes import is_gone, wait_until_gone
 
-from course_utils import supervision
-from course_utils.supervision import (
+from course_utils.processes import supervision
+from course_utils.processes.supervision import (
     LOOPBACK,
     MAX_TIMEOUT,
     LaunchError,

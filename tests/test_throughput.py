@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from course_utils.benchmarking import (
+from course_utils.throughput import (
     format_table,
     make_mlp,
     median_and_iqr,
