@@ -316,6 +316,9 @@ def test_a_timeout_that_is_no_number_says_what_to_pass():
         ((-1, 2, 29500), ValueError, r"rank must be in 0\.\.1"),
         ((0, 2, 0), ValueError, "master_port must be a port number from 1 to 65535"),
         ((0, 2, 70000), ValueError, "master_port must be a port number"),
+        ((0, 2, 29500, "127.0.0.1", 5), TypeError, "error_file must be a file path"),
+        ((0, 2, 29500, "127.0.0.1", ""), TypeError, "error_file must be a file path"),
+        ((0, 2, 29500, "127.0.0.1", "a\0b"), TypeError, "error_file must be a file path"),
     ],
 )
 def test_torchrun_env_refuses_what_it_cannot_use(args, error, match):
@@ -744,8 +747,8 @@ def test_environment_is_what_a_real_torchrun_sets(tmp_path):
         assert sorted(mine) == sorted(theirs)
         for key in set(mine) - {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE"}:
             assert (key, mine[key]) == (key, theirs[key])
-        for env in (mine, theirs):
-            assert Path(env["TORCHELASTIC_ERROR_FILE"]).parts[-2:] == (str(rank), "error.json")
+        assert Path(theirs["TORCHELASTIC_ERROR_FILE"]).parts[-2:] == (str(rank), "error.json")
+        assert Path(mine["TORCHELASTIC_ERROR_FILE"]).name == f"error-{rank}.json"  # one folder, no subfolders
         assert mine["RANK"] == mine["LOCAL_RANK"] == str(rank) and mine["MASTER_ADDR"] == "127.0.0.1"
     assert ours[0]["MASTER_PORT"] == ours[1]["MASTER_PORT"]
     assert not Path(ours[0]["TORCHELASTIC_ERROR_FILE"]).parent.exists()  # removed afterwards

@@ -200,7 +200,7 @@ def torchrun_env(
     torchrun, the launcher hosts the rendezvous TCPStore itself, which
     TORCHELASTIC_USE_AGENT_STORE=True tells `init_process_group` (every rank connects as a
     client). TORCHELASTIC_ERROR_FILE, where a worker decorated with torchrun's `@record` writes
-    its error, is set only when `error_file` names a place for it (`launch` makes one per rank
+    its error, is set only when `error_file` names a place for it (`launch` names one per rank
     and removes it afterwards). Not set: TORCHELASTIC_SIGNALS_TO_HANDLE, which torchrun's agent
     sets in its own environment for its own signal handling (the workers merely inherit it).
     """
@@ -234,6 +234,8 @@ def torchrun_env(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
     if error_file is not None:
+        if not isinstance(error_file, str) or not error_file or "\0" in error_file:
+            raise TypeError(f"error_file must be a file path (a non-empty str) or None, not {error_file!r}")
         env["TORCHELASTIC_ERROR_FILE"] = error_file
     # torchrun sets OMP_NUM_THREADS=1 for more than one process unless the user set it.
     if "OMP_NUM_THREADS" in os.environ:
@@ -257,6 +259,26 @@ def _fork_loses_cuda(maps: str | None = None) -> bool:
     maps = maps or _PROC_MAPS
     started = cuda_driver_started(maps)
     return started if started is not None else os.path.exists(maps)
+
+
+def _cuda_started() -> bool:
+    """Whether CUDA (the runtime or the driver) was started here, so forked ranks cannot use it."""
+    return _gpu_runtime_initialised() or _fork_loses_cuda()
+
+
+def _wait_for_exit(processes: Sequence[mp.process.BaseProcess], patience: float) -> None:
+    """Wait up to `patience` s for `processes` to exit, woken by each exit rather than a poll interval.
+
+    A process's sentinel is readable once it has exited (or closed it), shortly before it can be
+    reaped: then a 1 ms nap, not a spin. Processes it started may hold the sentinel open after
+    it ended, so its exit code is also looked at every `POLL_SECONDS`.
+    """
+    deadline = time.monotonic() + patience
+    while running := [p for p in processes if p.exitcode is None]:
+        if (left := deadline - time.monotonic()) <= 0:
+            return
+        if wait([p.sentinel for p in running], timeout=min(left, POLL_SECONDS)):
+            time.sleep(0.001)
 
 
 class _MainFinder(pickle.Pickler):
@@ -552,13 +574,11 @@ def _collect(
     inboxes: Sequence[_Inbox],
     timeout: float,
     method: str,
-    cuda_started: bool = False,
 ) -> list[Any]:
     """Wait for every rank's result; raise shortly after the first failure, or when time runs out.
 
     Every pass (at most `POLL_SECONDS` apart) reads what the pipes hold and looks at every
     rank's exit code: a rank's death is seen even while processes it started hold its pipe open.
-    `cuda_started`: the ranks were forked after CUDA was started here (for a hint).
     """
     nprocs = len(processes)
     results: dict[int, Any] = {}
@@ -591,7 +611,8 @@ def _collect(
                 results[rank] = message[1]
             elif message is not None:
                 _, exc_type, text, trace = message
-                hint = _FORKED_CUDA_HINT if cuda_started and _forked_cuda_failure(text) else ""
+                forked_cuda = method == "fork" and _forked_cuda_failure(text) and _cuda_started()
+                hint = _FORKED_CUDA_HINT if forked_cuda else ""
                 failures[rank] = WorkerError(rank, nprocs, exc_type, text, trace, hint)
             elif exitcode == 0:
                 results[rank] = None  # exit code 0 is success, as under torchrun
@@ -655,9 +676,8 @@ def launch(
             parent_end, child_end = ctx.Pipe(duplex=True)
             inboxes.append(_Inbox(parent_end))
             inherited = (listener.fileno(), *(i.conn.fileno() for i in inboxes)) if method == "fork" else ()
-            os.mkdir(rank_folder := os.path.join(error_folder, str(rank)))
             env = base_env | torchrun_env(
-                rank, nprocs, port, error_file=os.path.join(rank_folder, "error.json")
+                rank, nprocs, port, error_file=os.path.join(error_folder, f"error-{rank}.json")
             )
             proc = ctx.Process(
                 target=_bootstrap,
@@ -685,8 +705,7 @@ def launch(
             timeout=timedelta(seconds=timeout),
             master_listen_fd=listener.detach(),
         )
-        cuda_started = method == "fork" and (_gpu_runtime_initialised() or _fork_loses_cuda())
-        results = _collect(processes, inboxes, timeout, method, cuda_started)
+        results = _collect(processes, inboxes, timeout, method)
         finished = True
         return results
     finally:
@@ -694,10 +713,9 @@ def launch(
             inbox.conn.close()  # a failed rank that waits for this end to close exits by itself
         started = [p for p in processes if p.pid is not None]
         try:  # a second Ctrl-C while stopping kills the ranks at once
-            stop(
-                lambda: [(p.pid, p.exitcode is None) for p in started],
-                patience=_EXIT_PATIENCE_SECONDS if finished else 0.0,
-            )
+            if finished:  # every rank sent its result: give them a moment to exit by themselves
+                _wait_for_exit(started, _EXIT_PATIENCE_SECONDS)
+            stop(lambda: [(p.pid, p.exitcode is None) for p in started])
         finally:
             for proc in started:
                 proc.join()
