@@ -46,7 +46,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -68,6 +68,7 @@ from course_utils.processes.supervision import (
     signal_group,
     stop,
 )
+from course_utils.processes.watchdog import mark, release_folder, release_group, watch_folder, watch_group
 
 # After every rank has sent its result, how long the ranks may take to exit by themselves
 # before they are stopped like the others.
@@ -83,6 +84,8 @@ _FAILED_RANK_LINGER_SECONDS = 30.0
 _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
+_HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 __all__ = [
     "LaunchTimeoutError",
@@ -281,6 +284,25 @@ def _wait_for_exit(processes: Sequence[mp.process.BaseProcess], patience: float)
             time.sleep(0.001)
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while a rank is forked, and take them right after.
+
+    A signal handled during a fork runs its Python handler inside a fork hook (logging's
+    `_releaseLock`), where the KeyboardInterrupt is printed as "Exception ignored" and lost:
+    the launch would run on to its timeout. Held back, the signal arrives as the block ends,
+    in the launcher's own code, which then stops every rank started so far.
+    """
+    if not _HOLD_INTERRUPTS:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class _MainFinder(pickle.Pickler):
     """Pickles to nowhere, noting the functions and classes it would send by name from __main__."""
 
@@ -424,6 +446,8 @@ def _bootstrap(
     forked: bool,
 ) -> None:
     """Run in each worker: set torchrun's environment, call fn, send the result or the error."""
+    if _HOLD_INTERRUPTS:  # held by the parent while it forked: a worker takes them as usual
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)
     isolate(parent_pid)
     for fd in inherited_fds:  # the parent's listening socket and pipe ends, inherited through fork
         with contextlib.suppress(OSError):
@@ -663,10 +687,11 @@ def launch(
     if method == "spawn":
         _check_spawnable(fn, args, why, explicit)
     ctx = mp.get_context(method)
-    base_env = gloo_env()  # gloo on loopback
+    base_env = gloo_env() | mark()  # gloo on loopback; the watchdog's mark
     listener = listening_socket(master_port)
     port = listener.getsockname()[1]
     error_folder = tempfile.mkdtemp(prefix="course-launch-")
+    watch_folder(error_folder)  # removed by the watchdog should this process be killed outright
     store: TCPStore | None = None
     processes: list[mp.process.BaseProcess] = []
     inboxes: list[_Inbox] = []
@@ -685,15 +710,16 @@ def launch(
                 name=f"rank{rank}",
                 daemon=False,  # a daemonic worker could not start DataLoader workers
             )
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _interrupts_held():
                 # Python 3.12+ warns when a process with threads forks (a Jupyter kernel has
                 # several), because a lock held by another thread at that moment stays locked
                 # in the child. The child here runs only the worker: it does not use the
                 # kernel's threads or sockets, and CPython resets its own locks after a fork.
                 warnings.filterwarnings("ignore", message=FORK_WARNING, category=DeprecationWarning)
                 proc.start()
+                processes.append(proc)
+                watch_group(proc.pid)  # killed by the watchdog should this process be killed outright
             child_end.close()
-            processes.append(proc)
         # The store, like torchrun's agent store, lives in this process, on the socket bound
         # above; the ranks connect to it in init_process_group and queue until it accepts.
         store = TCPStore(
@@ -719,8 +745,10 @@ def launch(
         finally:
             for proc in started:
                 proc.join()
+                release_group(proc.pid)
                 proc.close()
             del store  # shuts the store's server down and closes its port
             if listener.fileno() != -1:
                 listener.close()
             shutil.rmtree(error_folder, ignore_errors=True)
+            release_folder(error_folder)

@@ -38,6 +38,7 @@ import os
 import re
 import runpy
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,7 @@ from course_utils.processes.supervision import (
     listening_socket,
     stop,
 )
+from course_utils.processes.watchdog import mark, release_folder, release_group, watch_folder, watch_group
 
 __all__ = [
     "MODULES",
@@ -378,9 +380,14 @@ def run_nodes(
         )
         for node in range(nnodes)
     ]
-    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
+    folder = tempfile.mkdtemp(prefix="course-torchrun-")
+    watch_folder(folder)  # removed by the watchdog should this process be killed outright
+    try:
         child_env = _child_env(env, folder)
         returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        release_folder(folder)
     results = [
         TorchrunResult(
             args=tuple(c[3:]),
@@ -442,7 +449,7 @@ def _check_arguments(
 def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str, str]:
     """The environment for torchrun: this one, gloo on loopback, temporary files (its log folder,
     the workers' error files) in `folder`, then `extra` on top (None removes a variable)."""
-    return child_env({**gloo_env(), "TMPDIR": folder, **(extra or {})})
+    return child_env({**gloo_env(), "TMPDIR": folder, **(extra or {})}) | mark()
 
 
 def _run_group(
@@ -465,6 +472,7 @@ def _run_group(
             err = open(os.path.join(folder, f"node{node}.err"), "w+b")
             files.append((out, err))
             processes.append(_start(command, env, out, err))
+            watch_group(processes[-1].pid)
         deadline = time.monotonic() + timeout
         while True:
             _remember_descendants(processes, known)
@@ -672,4 +680,5 @@ def _stop(processes: Sequence[_Agent], known: dict[int, psutil.Process]) -> None
     finally:
         for proc in processes:
             proc.wait()
+            release_group(proc.pid)
         psutil.wait_procs([c for c in known.values() if alive(c)], timeout=GRACE_SECONDS)

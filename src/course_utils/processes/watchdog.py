@@ -1,0 +1,137 @@
+"""What cleans up after a caller that is killed outright: a small watchdog process, one per caller.
+
+A launcher stops what it started when it returns, raises or is interrupted; a caller killed
+with SIGKILL (or by the out-of-memory killer) runs no code at all. On Linux each child the
+course forks dies with it (PR_SET_PDEATHSIG, `supervision.isolate`), but not what that child
+started in turn, nor a child that is a new interpreter (`run_python`, torchrun's workers).
+
+So the first launch in a process starts a watchdog: a fresh Python without site packages,
+in a session of its own, reading a pipe that only the caller holds open. The caller tells it
+which process groups and temporary folders are in use (and when they are done with); every
+process the course starts carries a mark in its environment (`MARK`), inherited by every
+new interpreter below it. When the pipe reaches its end (the caller ended, however it
+ended), the watchdog kills the groups still listed, then every process of this user whose
+environment carries the caller's mark (and its group), removes the folders still listed,
+and exits. A caller that ends normally has nothing listed and no marked process left.
+
+macOS has no /proc: there the groups and folders are cleaned up, not marked processes
+outside them; without PR_SET_PDEATHSIG a forked rank outlives its killed caller until the
+watchdog kills its group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import uuid
+
+MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's processes
+
+_WATCHDOG = r"""
+import os, shutil, signal, sys
+mark, groups, folders, buffer = sys.argv[1].encode(), set(), set(), b""
+while chunk := os.read(0, 65536):
+    buffer += chunk
+    *lines, buffer = buffer.split(b"\n")
+    for line in lines:
+        kind, item = line[:2], line[2:].decode()
+        if kind[:1] == b"+":
+            (groups if kind[1:] == b"g" else folders).add(item)
+        else:
+            (groups if kind[1:] == b"g" else folders).discard(item)
+kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+for group in groups:
+    try:
+        os.killpg(int(group), kill)
+    except OSError:
+        pass
+if os.path.isdir("/proc"):
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as env:
+                    marked = b"\0" + mark + b"\0" in b"\0" + env.read()
+                if marked:
+                    group = os.getpgid(int(entry))
+                    if group not in (1, os.getpgrp()):
+                        os.killpg(group, kill)
+                    os.kill(int(entry), kill)
+            except OSError:
+                pass
+for folder in folders:
+    shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
+class _Watchdog:
+    """This process's watchdog: the pipe to it, and the mark its processes carry."""
+
+    def __init__(self) -> None:
+        self.mark = f"{os.getpid()}-{uuid.uuid4().hex}"
+        read_end, self._pipe = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, f"{MARK}={self.mark}"],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C or a signal to the caller's group does not reach it
+            )
+        finally:
+            os.close(read_end)
+        os.set_inheritable(self._pipe, False)
+
+    def tell(self, line: str) -> None:
+        """Send one line to the watchdog (it only ever reads; a pipe write this small is atomic)."""
+        os.write(self._pipe, line.encode() + b"\n")
+
+
+_current: _Watchdog | None = None
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's watchdog is the parent's; the child starts its own if it needs one."""
+    global _current
+    if _current is not None:
+        with contextlib.suppress(OSError):
+            os.close(_current._pipe)
+    _current = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _watchdog() -> _Watchdog:
+    """This process's watchdog, started at the first use."""
+    global _current
+    if _current is None:
+        _current = _Watchdog()
+    return _current
+
+
+def mark() -> dict[str, str]:
+    """The environment entry that marks a child (and all it starts) as this caller's, for the watchdog."""
+    return {MARK: _watchdog().mark}
+
+
+def watch_group(pgid: int) -> None:
+    """Have the watchdog kill process group `pgid` should this process end before `release_group`."""
+    _watchdog().tell(f"+g{int(pgid)}")
+
+
+def release_group(pgid: int) -> None:
+    """Process group `pgid` was stopped: nothing for the watchdog to do about it."""
+    _watchdog().tell(f"-g{int(pgid)}")
+
+
+def watch_folder(path: str) -> None:
+    """Have the watchdog remove the folder `path` should this process end before `release_folder`."""
+    _watchdog().tell(f"+d{os.path.abspath(path)}")
+
+
+def release_folder(path: str) -> None:
+    """The folder `path` was removed: nothing for the watchdog to do about it."""
+    _watchdog().tell(f"-d{os.path.abspath(path)}")
