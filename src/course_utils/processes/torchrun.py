@@ -70,7 +70,14 @@ from course_utils.processes.supervision import (
     listening_socket,
     stop,
 )
-from course_utils.processes.watchdog import mark, release_folder, release_group, watch_folder, watch_group
+from course_utils.processes.watchdog import (
+    mark,
+    release_folder,
+    release_group,
+    start_watchdog,
+    watch_folder,
+    watch_group,
+)
 
 __all__ = [
     "MODULES",
@@ -380,6 +387,7 @@ def run_nodes(
         )
         for node in range(nnodes)
     ]
+    start_watchdog()  # before anything it must clean up exists
     folder = tempfile.mkdtemp(prefix="course-torchrun-")
     watch_folder(folder)  # removed by the watchdog should this process be killed outright
     try:

@@ -112,6 +112,11 @@ def _watchdog() -> _Watchdog:
     return _current
 
 
+def start_watchdog() -> None:
+    """Start this process's watchdog now, if it is not running yet (before a launch makes anything)."""
+    _watchdog()
+
+
 def mark() -> dict[str, str]:
     """The environment entry that marks a child (and all it starts) as this caller's, for the watchdog."""
     return {MARK: _watchdog().mark}
