@@ -229,3 +229,9 @@ def test_bad_arguments_for_the_child_say_what_to_pass(arg):
 def test_last_error_line_needs_text():
     with pytest.raises(TypeError, match="stderr as a str"):
         last_error_line(b"Traceback")
+
+
+def test_an_env_name_with_a_nul_or_equals_sign_is_refused_before_anything_starts():
+    for env in ({"A\0B": "1"}, {"A=B": "1"}):
+        with pytest.raises(ValueError, match="env: a variable name holds neither"):
+            run_python("pass", env=env)

@@ -763,3 +763,32 @@ def test_a_result_larger_than_a_pipe_comes_back_whole():
     results = launch(large_result, 2, timeout=30)
     for rank, tensor in enumerate(results):
         assert torch.equal(tensor, torch.arange(3_000_000, dtype=torch.float32) + rank)
+
+
+class OnlyHere:
+    """An object pickled by reference to a function that exists in the rank only."""
+
+    def __reduce__(self):
+        return (globals()["made_in_the_rank"], ())
+
+
+def returns_what_the_parent_cannot_read():
+    def made_in_the_rank():
+        return None
+
+    made_in_the_rank.__qualname__ = "made_in_the_rank"
+    globals()["made_in_the_rank"] = made_in_the_rank  # in this rank's module only
+    return OnlyHere()
+
+
+def test_a_result_the_launcher_cannot_unpickle_is_the_rank_s_failure_named():
+    with pytest.raises(WorkerError, match=r"rank 0 of 1 raised .*could not be unpickled by the launcher"):
+        launch(returns_what_the_parent_cannot_read, 1, timeout=30)
+
+
+def test_a_tiny_timeout_is_a_launch_timeout_or_a_result_never_a_store_error():
+    for _ in range(3):
+        try:
+            assert launch(report_env, 2, timeout=1e-3) is not None
+        except LaunchTimeoutError:
+            pass

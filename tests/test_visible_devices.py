@@ -457,7 +457,8 @@ def test_set_visible_devices_without_torch_imported(monkeypatch, no_cuda_driver)
 
 def test_set_visible_devices_uses_os_environ_by_default(monkeypatch, no_cuda_driver):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
-    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "unset below")  # recorded, so that monkeypatch removes
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")  # the value set_visible_devices writes after the test
     assert set_visible_devices("1,0") == "garbage"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1,0"
 
@@ -517,3 +518,16 @@ def test_set_visible_devices_stores_nothing_it_refuses():
         set_visible_devices(0, environ=env, cuda_initialized=False)
     assert env == {}
     assert visible_devices_value([]) == "" and visible_devices_value((3, 6)) == "3,6"
+
+
+def test_entries_too_long_for_int_and_iterators_and_quotes_get_clear_errors():
+    fleet = demo_inventory()
+    with pytest.raises(ValueError, match="there is no GPU"):
+        parse_visible_devices("1" * 5000, fleet)
+    assert cuda_semantics("1" * 5000, fleet) == []  # CUDA's strtoul saturates: no such device
+    with pytest.raises(ValueError, match=r"GPU 0 comes twice in \[0, 0\]"):
+        visible_devices_value(i for i in [0, 0])
+    assert visible_devices_value(i for i in [3, 6]) == "3,6"
+    for value in ('0"; import os #', "0\\n", "0\n1"):
+        with pytest.raises(ValueError, match="a quote, a backslash or a control character"):
+            script_header(value)

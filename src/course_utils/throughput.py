@@ -137,6 +137,13 @@ def _check_rows(rows: object) -> None:
         )
     if not all(isinstance(row, Mapping) and _ROW_KEYS <= row.keys() for row in rows):
         raise ValueError(f"each row is a dict that throughput_row returned (with {sorted(_ROW_KEYS)})")
+    for row in rows:
+        speed = row["samples_per_s"]
+        if isinstance(speed, bool) or not isinstance(speed, int | float) or not (0 < speed < math.inf):
+            raise ValueError(
+                f"samples_per_s must be a positive number of samples per second, not {speed!r} "
+                f"(row {row['config']!r}); pass the rows that throughput_row returned"
+            )
 
 
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:

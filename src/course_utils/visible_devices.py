@@ -48,7 +48,11 @@ MIG_NOT_MODELLED = (
 def _strtoul(entry: str) -> int:
     """The integer an entry starts with, as C's strtoul reads it; -1 when it starts with none."""
     found = _LEADING_INT.match(entry.strip())
-    return int(found[0]) if found else -1
+    if not found:
+        return -1
+    if len(found[0].lstrip("+-0")) > 20:  # beyond any unsigned long: strtoul saturates, Python would refuse
+        return -(2**64) if found[0].startswith("-") else 2**64
+    return int(found[0])
 
 
 def _check(value: object, inventory: object = Inventory, *, unset: bool = True) -> None:
@@ -248,7 +252,7 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
         else:
             if not _PLAIN_INDEX.fullmatch(entry):
                 raise ValueError(f"{where} is not a GPU index or a GPU UUID; {valid}.")
-            index = int(entry)
+            index = _strtoul(entry)  # digits only here; one too long for int() counts as too big
             if index >= len(inventory.gpus):
                 raise ValueError(f"{where}: there is no GPU {index} in the inventory; {valid}.")
         if index in chosen:
@@ -338,6 +342,7 @@ def visible_devices_value(indices: Sequence[int]) -> str:
             f"indices is a list of physical GPU numbers such as [3, 6], not {indices!r}; "
             "a value that is already text needs no conversion."
         )
+    indices = list(indices)  # an iterator is read once, and named whole in the errors below
     numbers: list[int] = []
     for item in indices:
         index = whole_number(item, "each GPU index")
@@ -391,6 +396,11 @@ def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
 def script_header(value: str) -> str:
     """The lines to put at the very top of a script, before `import torch`, to select GPUs `value`."""
     _check(value, unset=False)
+    if any(c in value for c in "\"'\\") or not value.isprintable():
+        raise ValueError(
+            f"CUDA_VISIBLE_DEVICES holds GPU indices or UUIDs separated by commas, such as '0,4'; "
+            f"{value!r} holds a quote, a backslash or a control character, which no GPU id has"
+        )
     return "\n".join(
         [
             "import os",

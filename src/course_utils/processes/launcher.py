@@ -84,6 +84,7 @@ _FAILED_RANK_LINGER_SECONDS = 30.0
 _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
+_STORE_TIMEOUT_FLOOR_SECONDS = 30.0
 _HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
 _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
@@ -531,7 +532,16 @@ class _Inbox:
                 self._buffer.clear()
         if self._whole is None:
             return None
-        return pickle.loads(self._whole)
+        try:
+            return pickle.loads(self._whole)
+        except Exception as err:  # sent by the rank, but not readable here: the rank's failure
+            return (
+                "error",
+                type(err).__name__,
+                f"its result could not be unpickled by the launcher ({err}); return plain values "
+                "(numbers, lists, dicts, tensors) or instances of classes the launcher can import",
+                "",
+            )
 
 
 def _describe_exit(exitcode: int | None) -> str:
@@ -728,7 +738,9 @@ def launch(
             world_size=nprocs,
             is_master=True,
             wait_for_workers=False,
-            timeout=timedelta(seconds=timeout),
+            # The ranks are stopped at `timeout` anyway; the store's own timeout also bounds its
+            # connection to itself, which a tiny launch timeout would fail with a C++ error.
+            timeout=timedelta(seconds=max(timeout, _STORE_TIMEOUT_FLOOR_SECONDS)),
             master_listen_fd=listener.detach(),
         )
         results = _collect(processes, inboxes, timeout, method)

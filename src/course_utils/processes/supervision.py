@@ -50,7 +50,7 @@ def check_timeout(timeout: object, name: str = "timeout") -> float:
     """Return `timeout` as seconds, or raise an error that says what to pass: 0 < timeout <= a week."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"{name} must be a number of seconds, such as 60, not {timeout!r}")
-    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+    if not (0 < timeout <= MAX_TIMEOUT and math.isfinite(timeout)):  # an int too big for a float: False
         raise ValueError(
             f"{name} must be a positive number of seconds, at most {MAX_TIMEOUT:g} (a week), "
             f"not {timeout!r}; pass e.g. {name}=60"
@@ -70,6 +70,12 @@ def check_env(env: object) -> dict[str, str | None]:
     for name, value in env.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"env must map variable names (non-empty strings) to values; {name!r} is not one")
+        if "=" in name or "\0" in name:
+            raise ValueError(f"env: a variable name holds neither '=' nor a NUL character; {name!r} does")
+        if isinstance(value, str) and "\0" in value:
+            raise ValueError(
+                f"env: the value of {name} holds a NUL character, which no environment can carry"
+            )
         if not isinstance(value, str | None):
             raise TypeError(
                 f"env must map names to str (set the variable) or None (remove it); {name} is "

@@ -263,6 +263,10 @@ def check_port_free(port: int, host: str = LOOPBACK) -> None:
     torchrun would fail after seconds with a long traceback."""
     if port is None:
         raise ValueError("check_port_free needs a port number from 1 to 65535, not None")
+    if not isinstance(host, str) or not host:
+        raise TypeError(
+            f"host must be an address such as {LOOPBACK!r} ('' would mean every interface), not {host!r}"
+        )
     listening_socket(port, host).close()
 
 
