@@ -68,7 +68,10 @@ def _is_own_watchdog(proc: psutil.Process) -> bool:
     from course_utils.processes import watchdog
 
     own = watchdog._current
-    return own is not None and own.process.pid == proc.pid
+    try:
+        return own is not None and f"{watchdog.MARK}={own.mark}" in proc.cmdline()
+    except psutil.Error:
+        return False
 
 
 def _marked(exclude: set[int]) -> list[psutil.Process]:

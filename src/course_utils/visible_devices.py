@@ -387,6 +387,10 @@ class DeviceOrder:
 
 def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
     """The device order in force for CUDA started with `environ` (default: this process's environment)."""
+    if environ is not None and not isinstance(environ, Mapping):
+        raise TypeError(
+            f"environ is a dict-like environment such as os.environ (None: this one), not {environ!r}"
+        )
     env = os.environ if environ is None else environ
     raw = env.get(ORDER_VAR)
     order = "PCI_BUS_ID" if raw == "PCI_BUS_ID" else "FASTEST_FIRST"

@@ -209,7 +209,9 @@ def listening_socket(port: int | None, host: str = LOOPBACK) -> socket.socket:
                 "process group that was not shut down, holds it. Pass master_port=None to let the "
                 "launcher pick a free port."
             ) from None
-        raise
+        raise ValueError(
+            f"host must be an IPv4 address of this machine such as {LOOPBACK!r}, not {host!r} ({err})"
+        ) from None
     return sock
 
 
@@ -222,7 +224,12 @@ def free_port(host: str = LOOPBACK) -> int:
     if not isinstance(host, str) or not host:
         raise TypeError(f"host must be an address such as {LOOPBACK!r}, not {host!r}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as err:
+            raise ValueError(
+                f"host must be an IPv4 address of this machine such as {LOOPBACK!r}, not {host!r} ({err})"
+            ) from None
         return sock.getsockname()[1]
 
 

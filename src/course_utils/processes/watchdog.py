@@ -6,7 +6,9 @@ course forks dies with it (PR_SET_PDEATHSIG, `supervision.isolate`), but not wha
 started in turn, nor a child that is a new interpreter (`run_python`, torchrun's workers).
 
 So the first launch in a process starts a watchdog: a fresh Python without site packages,
-in a session of its own, reading a pipe that only the caller holds open. The caller tells it
+in a session of its own, not a child of the caller (it forks once and the first process
+exits, so the caller's children are only what it launched), reading a pipe that only the
+caller holds open. The caller tells it
 which process groups and temporary folders are in use (and when they are done with); every
 process the course starts carries a mark in its environment (`MARK`), inherited by every
 new interpreter below it. When the pipe reaches its end (the caller ended, however it
@@ -31,6 +33,8 @@ MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's
 
 _WATCHDOG = r"""
 import os, shutil, signal, sys
+if os.fork():  # the watchdog is the grandchild: no child of the caller to count or to wait for
+    os._exit(0)
 mark, groups, folders, buffer = sys.argv[1].encode(), set(), set(), b""
 while chunk := os.read(0, 65536):
     buffer += chunk
@@ -81,6 +85,7 @@ class _Watchdog:
             )
         finally:
             os.close(read_end)
+        self.process.wait()  # the intermediate process, which exits at once
         os.set_inheritable(self._pipe, False)
 
     def tell(self, line: str) -> None:
