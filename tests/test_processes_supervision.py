@@ -207,3 +207,11 @@ def test_env_names_and_values_that_no_environment_can_carry_are_refused(env, mat
 def test_a_timeout_too_big_for_a_float_is_refused_like_any_too_long_timeout():
     with pytest.raises(ValueError, match="at most 604800"):
         supervision.check_timeout(10**400)
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1"])  # TEST-NET-1: an address, but of no machine here
+def test_a_host_that_is_no_address_here_is_refused_by_name(host):
+    with pytest.raises(ValueError, match="host must be an IPv4 address of this machine"):
+        supervision.free_port(host)
+    with pytest.raises(ValueError, match="host must be an IPv4 address of this machine"):
+        supervision.listening_socket(None, host)

@@ -531,3 +531,9 @@ def test_entries_too_long_for_int_and_iterators_and_quotes_get_clear_errors():
     for value in ('0"; import os #', "0\\n", "0\n1"):
         with pytest.raises(ValueError, match="a quote, a backslash or a control character"):
             script_header(value)
+
+
+@pytest.mark.parametrize("environ", ["PCI_BUS_ID", 0, ["CUDA_DEVICE_ORDER"]])
+def test_device_order_refuses_what_is_no_environment(environ):
+    with pytest.raises(TypeError, match="environ is a dict-like environment"):
+        device_order(environ)
