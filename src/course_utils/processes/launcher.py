@@ -757,7 +757,8 @@ def launch(
         finally:
             for proc in started:
                 proc.join()
-                release_group(proc.pid)
+            release_group(*(proc.pid for proc in started))
+            for proc in started:
                 proc.close()
             del store  # shuts the store's server down and closes its port
             if listener.fileno() != -1:

@@ -9,7 +9,9 @@ So the first launch in a process starts a watchdog: a fresh Python without site 
 in a session of its own, not a child of the caller (it forks once and the first process
 exits, so the caller's children are only what it launched), reading a pipe that only the
 caller holds open. The caller tells it
-which process groups and temporary folders are in use (and when they are done with); every
+which process groups and temporary folders are in use (and when they are done with) in an
+unlinked file they share, which wakes nothing (a message on the pipe would wake the watchdog
+on every launch, which on a busy machine costs the launch milliseconds); every
 process the course starts carries a mark in its environment (`MARK`), inherited by every
 new interpreter below it. When the pipe reaches its end (the caller ended, however it
 ended), the watchdog kills the groups still listed, then every process of this user whose
@@ -27,6 +29,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 
 MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's processes
@@ -35,16 +38,19 @@ _WATCHDOG = r"""
 import os, shutil, signal, sys
 if os.fork():  # the watchdog is the grandchild: no child of the caller to count or to wait for
     os._exit(0)
-mark, groups, folders, buffer = sys.argv[1].encode(), set(), set(), b""
-while chunk := os.read(0, 65536):
-    buffer += chunk
-    *lines, buffer = buffer.split(b"\n")
-    for line in lines:
-        kind, item = line[:2], line[2:].decode()
-        if kind[:1] == b"+":
-            (groups if kind[1:] == b"g" else folders).add(item)
-        else:
-            (groups if kind[1:] == b"g" else folders).discard(item)
+mark, log, groups, folders = sys.argv[1].encode(), int(sys.argv[2]), set(), set()
+while os.read(0, 65536):  # the caller writes nothing here: the end of the pipe is its end
+    pass
+os.lseek(log, 0, os.SEEK_SET)
+text = b""
+while chunk := os.read(log, 1 << 20):
+    text += chunk
+for line in text.split(b"\n"):
+    kind, item = line[:2], line[2:].decode()
+    if kind[:1] == b"+":
+        (groups if kind[1:] == b"g" else folders).add(item)
+    elif kind[:1] == b"-":
+        (groups if kind[1:] == b"g" else folders).discard(item)
 kill = getattr(signal, "SIGKILL", signal.SIGTERM)
 for group in groups:
     try:
@@ -74,10 +80,12 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self.mark = f"{os.getpid()}-{uuid.uuid4().hex}"
+        self._log = tempfile.TemporaryFile()  # unlinked: nothing on disk, whoever ends first
         read_end, self._pipe = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WATCHDOG, f"{MARK}={self.mark}"],
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, f"{MARK}={self.mark}", str(self._log.fileno())],
+                pass_fds=(self._log.fileno(),),
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -89,8 +97,9 @@ class _Watchdog:
         os.set_inheritable(self._pipe, False)
 
     def tell(self, line: str) -> None:
-        """Send one line to the watchdog (it only ever reads; a pipe write this small is atomic)."""
-        os.write(self._pipe, line.encode() + b"\n")
+        """Note lines for the watchdog to read when this process ends (appended: one write each)."""
+        if line:
+            os.write(self._log.fileno(), line.encode() + b"\n")
 
 
 _current: _Watchdog | None = None
@@ -102,6 +111,7 @@ def _forget_after_fork() -> None:
     if _current is not None:
         with contextlib.suppress(OSError):
             os.close(_current._pipe)
+        _current._log.close()  # this process's copy only
     _current = None
 
 
@@ -127,14 +137,14 @@ def mark() -> dict[str, str]:
     return {MARK: _watchdog().mark}
 
 
-def watch_group(pgid: int) -> None:
-    """Have the watchdog kill process group `pgid` should this process end before `release_group`."""
-    _watchdog().tell(f"+g{int(pgid)}")
+def watch_group(*pgids: int) -> None:
+    """Have the watchdog kill process groups `pgids` should this process end before `release_group`."""
+    _watchdog().tell("\n".join(f"+g{int(pgid)}" for pgid in pgids))
 
 
-def release_group(pgid: int) -> None:
-    """Process group `pgid` was stopped: nothing for the watchdog to do about it."""
-    _watchdog().tell(f"-g{int(pgid)}")
+def release_group(*pgids: int) -> None:
+    """Process groups `pgids` were stopped: nothing for the watchdog to do about them."""
+    _watchdog().tell("\n".join(f"-g{int(pgid)}" for pgid in pgids))
 
 
 def watch_folder(path: str) -> None:
