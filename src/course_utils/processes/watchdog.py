@@ -18,6 +18,7 @@ ended), the watchdog kills the groups still listed, then every process of this u
 environment carries the caller's mark (and its group), removes the folders still listed,
 and exits. A caller that ends normally has nothing listed and no marked process left.
 
+Windows has neither process groups nor a parent-death signal: no watchdog runs there.
 macOS has no /proc: there the groups and folders are cleaned up, not marked processes
 outside them; without PR_SET_PDEATHSIG a forked rank outlives its killed caller until the
 watchdog kills its group.
@@ -33,6 +34,7 @@ import tempfile
 import uuid
 
 MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's processes
+_POSIX = os.name == "posix"  # Windows has no process groups to kill nor fds to pass: no watchdog
 
 _WATCHDOG = r"""
 import os, shutil, signal, sys
@@ -129,29 +131,34 @@ def _watchdog() -> _Watchdog:
 
 def start_watchdog() -> None:
     """Start this process's watchdog now, if it is not running yet (before a launch makes anything)."""
-    _watchdog()
+    if _POSIX:
+        _watchdog()
 
 
 def mark() -> dict[str, str]:
     """The environment entry that marks a child (and all it starts) as this caller's, for the watchdog."""
-    return {MARK: _watchdog().mark}
+    return {MARK: _watchdog().mark} if _POSIX else {}
 
 
 def watch_group(*pgids: int) -> None:
     """Have the watchdog kill process groups `pgids` should this process end before `release_group`."""
-    _watchdog().tell("\n".join(f"+g{int(pgid)}" for pgid in pgids))
+    if _POSIX:
+        _watchdog().tell("\n".join(f"+g{int(pgid)}" for pgid in pgids))
 
 
 def release_group(*pgids: int) -> None:
     """Process groups `pgids` were stopped: nothing for the watchdog to do about them."""
-    _watchdog().tell("\n".join(f"-g{int(pgid)}" for pgid in pgids))
+    if _POSIX:
+        _watchdog().tell("\n".join(f"-g{int(pgid)}" for pgid in pgids))
 
 
 def watch_folder(path: str) -> None:
     """Have the watchdog remove the folder `path` should this process end before `release_folder`."""
-    _watchdog().tell(f"+d{os.path.abspath(path)}")
+    if _POSIX:
+        _watchdog().tell(f"+d{os.path.abspath(path)}")
 
 
 def release_folder(path: str) -> None:
     """The folder `path` was removed: nothing for the watchdog to do about it."""
-    _watchdog().tell(f"-d{os.path.abspath(path)}")
+    if _POSIX:
+        _watchdog().tell(f"-d{os.path.abspath(path)}")
