@@ -63,6 +63,17 @@ def _is_resource_tracker(proc: psutil.Process) -> bool:
         return False
 
 
+def _is_own_watchdog(proc: psutil.Process) -> bool:
+    """Whether `proc` is the watchdog of this test process, which lives as long as it does."""
+    from course_utils.processes import watchdog
+
+    own = watchdog._current
+    try:
+        return own is not None and f"{watchdog.MARK}={own.mark}" in proc.cmdline()
+    except psutil.Error:
+        return False
+
+
 def _marked(exclude: set[int]) -> list[psutil.Process]:
     """Live processes of this user, started during this session, whose environment has its marker."""
     marker = os.environ.get(SESSION_VARIABLE)
@@ -87,14 +98,15 @@ def _marked(exclude: set[int]) -> list[psutil.Process]:
 
 
 def left_behind(grace: float = 1.0) -> list[psutil.Process]:
-    """Live processes this session started and left, other than the resource tracker.
+    """Live processes this session started and left, other than the resource tracker and the watchdog.
 
     That is: descendants of this process (orphans included, where `watch_orphans` made this
     process their reaper) and processes carrying this session's marker, after `grace` s to exit.
     """
     candidates = {c.pid: c for c in psutil.Process().children(recursive=True)}
     candidates.update((p.pid, p) for p in _marked(set(candidates)))
-    suspects = [p for p in candidates.values() if _alive(p) and not _is_resource_tracker(p)]
+    ours = [p for p in candidates.values() if not (_is_resource_tracker(p) or _is_own_watchdog(p))]
+    suspects = [p for p in ours if _alive(p)]
     _, alive = psutil.wait_procs(suspects, timeout=grace) if suspects else ([], [])
     return [p for p in alive if _alive(p)]
 

@@ -21,8 +21,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from course_utils.launcher import WorkerError, free_port, launch, loopback_interface
-from course_utils.torchrun import run_torchrun
+from course_utils.processes import WorkerError, free_port, launch, loopback_interface, run_torchrun
 
 WORKERS = Path(__file__).resolve().parent.parent / "notebooks" / "workers"
 sys.path.insert(0, str(WORKERS.parent))

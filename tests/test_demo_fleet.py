@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from course_utils import gpus
-from course_utils.gpus import MIB, Inventory, demo_inventory, inventory_or_demo, smi_table
+from course_utils.gpus import MIB, demo_inventory, smi_table
 
 
 def test_demo_fleet_is_eight_labelled_gpus_with_unique_ids():
@@ -44,19 +41,3 @@ def test_demo_table_says_it_is_made_up():
     table = smi_table(demo_inventory())
     assert table.startswith("DEMO FLEET (made up, not this machine)")
     assert "GPU 4  pid   31340  python eval.py" in table
-
-
-def test_inventory_or_demo_falls_back_only_without_gpus(monkeypatch):
-    monkeypatch.setattr(gpus, "nvml_inventory", lambda: Inventory(reason="no driver"))
-    assert inventory_or_demo().source == "demo"
-    real = Inventory(gpus=demo_inventory().gpus[:1], source="nvml")
-    monkeypatch.setattr(gpus, "nvml_inventory", lambda: real)
-    assert inventory_or_demo() is real
-
-
-def test_inventory_or_demo_on_this_machine():
-    """The real path: with no driver (this machine, CI) the demo fleet comes back."""
-    inv = inventory_or_demo()
-    if inv.source != "demo":
-        pytest.skip("this machine has NVIDIA GPUs")
-    assert len(inv) == 8

@@ -81,3 +81,9 @@ def test_aten_ops_returns_what_ran_and_needs_a_function():
 def test_pin_memory_needs_a_device(device):
     with pytest.raises(TypeError, match=r"device must be a torch\.device or a string"):
         use_pin_memory(device)
+
+
+@pytest.mark.parametrize("device", ["", "x", "cuda:-1x"])
+def test_use_pin_memory_refuses_a_device_string_that_names_no_device(device):
+    with pytest.raises(ValueError, match="device must name a device such as 'cuda:0'"):
+        devices.use_pin_memory(device)

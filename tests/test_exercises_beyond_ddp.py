@@ -27,7 +27,7 @@ from course_utils.exercises.beyond_ddp import (
     exercise_model,
     expected_local_shape,
 )
-from course_utils.launcher import launch
+from course_utils.processes import launch
 
 PARAMS = (256 * 512 + 512 + 512 * 256 + 256) * 4  # bytes of one float32 copy of exercise_model()
 DDP = 4 * PARAMS

@@ -19,7 +19,7 @@ from course_utils.exercises.distributed_data_parallel import (
     check_sampler_indices,
     check_unprefixed_state_dict,
 )
-from course_utils.launcher import LaunchError, WorkerError
+from course_utils.processes import LaunchError, WorkerError
 
 
 def averages(model: nn.Module) -> None:

@@ -22,7 +22,7 @@ from course_utils.exercises.fsdp_and_tp_in_practice import (
     check_two_d_bytes,
     two_d_bytes,
 )
-from course_utils.launcher import launch
+from course_utils.processes import launch
 
 
 def mlp() -> nn.Sequential:

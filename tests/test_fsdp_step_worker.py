@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.launcher import WorkerError, launch
+from course_utils.processes import WorkerError, launch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # as the notebook's kernel sees it
 from workers.fsdp_step import fsdp_step, make_mlp

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
 import numpy as np
 import pytest
+import torch
+from fake_libcuda import LIBCUDA, FakeLibcuda, fake_maps
 
 from course_utils import gpus
-from course_utils.gpus import GpuInfo, GpuProcess, Inventory, nvml_inventory, smi_table
+from course_utils.gpus import GpuInfo, GpuProcess, Inventory, cuda_driver_started, nvml_inventory, smi_table
 
 GIB = 2**30
 
@@ -300,8 +303,7 @@ def test_errors_that_are_not_nvmls_are_not_swallowed(monkeypatch):
     assert fake.shutdowns == 1
 
 
-def test_picker_and_inventory_or_demo_survive_a_sick_machine(monkeypatch):
-    from course_utils.gpus import inventory_or_demo
+def test_the_inventory_and_the_picker_survive_a_sick_machine(monkeypatch):
     from course_utils.picker import GpuPicker
 
     fake = fake_pynvml(
@@ -311,7 +313,7 @@ def test_picker_and_inventory_or_demo_survive_a_sick_machine(monkeypatch):
         }
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    inv = inventory_or_demo()
+    inv = nvml_inventory()
     assert inv.source == "nvml" and len(inv) == 2
     picker = GpuPicker()
     assert picker.inventory.source == "nvml" and picker.n_input.max == 1
@@ -359,3 +361,63 @@ def test_smi_table_and_explain_nvml_error_refuse_what_they_cannot_show():
         gpus.explain_nvml_error("NVMLError_GpuIsLost")
     with pytest.raises(TypeError, match="pass the exception NVML raised"):
         gpus.explain_nvml_error(ValueError("x"), doing=2)
+
+
+@pytest.fixture
+def maps(tmp_path):
+    return fake_maps(tmp_path)
+
+
+def test_cuda_driver_started_without_the_driver_library(maps):
+    without, _ = maps
+    never = FakeLibcuda(0)
+    assert cuda_driver_started(without, load=never) is False  # libcudart alone does not count
+    assert never.opened == []  # the driver library is never loaded by the check itself
+
+
+def test_cuda_driver_loaded_by_import_torch_but_not_started(maps):
+    """A CUDA build of torch maps libcuda at import; cuInit has not run: CUDA has not read the variable."""
+    _, with_cuda = maps
+    lib = FakeLibcuda(3)  # CUDA_ERROR_NOT_INITIALIZED
+    assert cuda_driver_started(with_cuda, load=lib) is False
+    assert lib.opened == [LIBCUDA]  # the very library in the map, not another copy
+
+
+@pytest.mark.parametrize("status", [0, 100, 999])  # success, no device, unknown: cuInit ran
+def test_cuda_driver_started_once_cuinit_ran(maps, status):
+    _, with_cuda = maps
+    assert cuda_driver_started(with_cuda, load=FakeLibcuda(status)) is True
+
+
+def test_cuda_driver_started_cannot_tell(maps, tmp_path):
+    _, with_cuda = maps
+
+    def broken(path):
+        raise OSError(f"{path}: cannot open shared object file")
+
+    assert cuda_driver_started(with_cuda, load=broken) is None
+    assert cuda_driver_started(with_cuda, load=lambda path: object()) is None  # no such function
+    assert cuda_driver_started(tmp_path / "no-such-file") is None  # not Linux, or unreadable
+
+
+def test_cuda_driver_started_on_this_machine():
+    started = cuda_driver_started()
+    if not os.path.exists("/proc/self/maps"):
+        assert started is None
+    elif not torch.cuda.is_available():  # no NVIDIA driver here: nothing to start
+        assert started is False
+
+
+def test_cuda_driver_started_refuses_what_is_not_a_path(tmp_path):
+    """A file descriptor would be closed by open() (it is the caller's), and a pipe would block."""
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(TypeError, match="maps must be the path of a memory map"):
+            cuda_driver_started(read_end)
+        os.fstat(read_end)  # still open: the caller's descriptor was left alone
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        assert cuda_driver_started(fifo) is None  # not a regular file: cannot tell, at once
+    finally:
+        os.close(read_end)
+        os.close(write_end)

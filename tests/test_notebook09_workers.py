@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils.benchmarking import make_mlp
-from course_utils.launcher import WorkerError, launch
+from course_utils.processes import WorkerError, launch
+from course_utils.throughput import make_mlp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))  # as the notebook's kernel sees it
 from workers.bucket_events import bucket_events_worker

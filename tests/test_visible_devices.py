@@ -9,13 +9,12 @@ import sys
 import numpy as np
 import pytest
 import torch
-from fake_libcuda import FakeLibcuda
+from fake_libcuda import FakeLibcuda, fake_maps
 
 from course_utils import visible_devices as vd
 from course_utils.gpus import MIB, GpuInfo, Inventory, demo_inventory
 from course_utils.visible_devices import (
     choose_by_free_memory,
-    cuda_driver_started,
     cuda_semantics,
     device_order,
     logical_to_physical,
@@ -458,77 +457,15 @@ def test_set_visible_devices_without_torch_imported(monkeypatch, no_cuda_driver)
 
 def test_set_visible_devices_uses_os_environ_by_default(monkeypatch, no_cuda_driver):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
-    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "unset below")  # recorded, so that monkeypatch removes
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")  # the value set_visible_devices writes after the test
     assert set_visible_devices("1,0") == "garbage"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1,0"
 
 
-MAPS_WITHOUT_CUDA = """\
-55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1234 /usr/bin/python3.11
-7f3a1c000000-7f3a1c200000 r-xp 00000000 08:01 5678 /usr/lib/x86_64-linux-gnu/libc.so.6
-7f3a1d000000-7f3a1d100000 r-xp 00000000 08:01 9012 /opt/venv/lib/torch/lib/libcudart.so.12
-"""
-MAPS_WITH_CUDA = MAPS_WITHOUT_CUDA + (
-    "7f3a1d200000-7f3a1d201000 rw-p 00000000 00:00 0 \n"  # an anonymous mapping: no path
-    "7f3a1e000000-7f3a1f000000 r-xp 00000000 08:01 3456 /usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06\n"
-)
-
-
-LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"
-
-
-@pytest.fixture
-def maps(tmp_path):
-    """Two fake /proc/self/maps files: without and with the CUDA driver library."""
-    without, with_cuda = tmp_path / "maps-without", tmp_path / "maps-with"
-    without.write_text(MAPS_WITHOUT_CUDA)
-    with_cuda.write_text(MAPS_WITH_CUDA)
-    return without, with_cuda
-
-
-def test_cuda_driver_started_without_the_driver_library(maps):
-    without, _ = maps
-    never = FakeLibcuda(0)
-    assert cuda_driver_started(without, load=never) is False  # libcudart alone does not count
-    assert never.opened == []  # the driver library is never loaded by the check itself
-
-
-def test_cuda_driver_loaded_by_import_torch_but_not_started(maps):
-    """A CUDA build of torch maps libcuda at import; cuInit has not run: CUDA has not read the variable."""
-    _, with_cuda = maps
-    lib = FakeLibcuda(3)  # CUDA_ERROR_NOT_INITIALIZED
-    assert cuda_driver_started(with_cuda, load=lib) is False
-    assert lib.opened == [LIBCUDA]  # the very library in the map, not another copy
-
-
-@pytest.mark.parametrize("status", [0, 100, 999])  # success, no device, unknown: cuInit ran
-def test_cuda_driver_started_once_cuinit_ran(maps, status):
-    _, with_cuda = maps
-    assert cuda_driver_started(with_cuda, load=FakeLibcuda(status)) is True
-
-
-def test_cuda_driver_started_cannot_tell(maps, tmp_path):
-    _, with_cuda = maps
-
-    def broken(path):
-        raise OSError(f"{path}: cannot open shared object file")
-
-    assert cuda_driver_started(with_cuda, load=broken) is None
-    assert cuda_driver_started(with_cuda, load=lambda path: object()) is None  # no such function
-    assert cuda_driver_started(tmp_path / "no-such-file") is None  # not Linux, or unreadable
-
-
-def test_cuda_driver_started_on_this_machine():
-    started = cuda_driver_started()
-    if not os.path.exists("/proc/self/maps"):
-        assert started is None
-    elif not torch.cuda.is_available():  # no NVIDIA driver here: nothing to start
-        assert started is False
-
-
-def test_set_visible_devices_refuses_once_the_cuda_driver_started(monkeypatch, maps):
+def test_set_visible_devices_refuses_once_the_cuda_driver_started(monkeypatch, tmp_path):
     """is_available() runs cuInit without making is_initialized() True: the driver itself says so."""
-    _, with_cuda = maps
+    _, with_cuda = fake_maps(tmp_path)
     lib = FakeLibcuda(0)
     real = vd.cuda_driver_started
     monkeypatch.setattr(vd, "cuda_driver_started", lambda: real(with_cuda, load=lib))
@@ -581,3 +518,22 @@ def test_set_visible_devices_stores_nothing_it_refuses():
         set_visible_devices(0, environ=env, cuda_initialized=False)
     assert env == {}
     assert visible_devices_value([]) == "" and visible_devices_value((3, 6)) == "3,6"
+
+
+def test_entries_too_long_for_int_and_iterators_and_quotes_get_clear_errors():
+    fleet = demo_inventory()
+    with pytest.raises(ValueError, match="there is no GPU"):
+        parse_visible_devices("1" * 5000, fleet)
+    assert cuda_semantics("1" * 5000, fleet) == []  # CUDA's strtoul saturates: no such device
+    with pytest.raises(ValueError, match=r"GPU 0 comes twice in \[0, 0\]"):
+        visible_devices_value(i for i in [0, 0])
+    assert visible_devices_value(i for i in [3, 6]) == "3,6"
+    for value in ('0"; import os #', "0\\n", "0\n1"):
+        with pytest.raises(ValueError, match="a quote, a backslash or a control character"):
+            script_header(value)
+
+
+@pytest.mark.parametrize("environ", ["PCI_BUS_ID", 0, ["CUDA_DEVICE_ORDER"]])
+def test_device_order_refuses_what_is_no_environment(environ):
+    with pytest.raises(TypeError, match="environ is a dict-like environment"):
+        device_order(environ)

@@ -17,7 +17,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_utils.benchmarking import make_mlp
+from course_utils.throughput import make_mlp
 
 
 def bucket_events_worker(steps: int = 2, bucket_cap_mb: float = 0.01) -> list[list[str]]:

@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from course_utils.benchmarking import make_mlp
+from course_utils.throughput import make_mlp
 
 
 def ddp_throughput_worker(

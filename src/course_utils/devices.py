@@ -50,7 +50,12 @@ def use_pin_memory(device: torch.device | str) -> bool:
     """
     if not isinstance(device, torch.device | str):
         raise TypeError(f"device must be a torch.device or a string such as 'cuda:0', not {device!r}")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(
+            f"device must name a device such as 'cuda:0' or 'cpu', not {device!r} ({err})"
+        ) from None
     if device.type in ("cpu", "meta", "mps"):
         return False
     return torch.accelerator.is_available()

@@ -1,4 +1,5 @@
-"""What GPUs this machine has, read through NVML (the library behind nvidia-smi).
+"""What GPUs this machine has, read through NVML (the library behind nvidia-smi), and whether
+this process has started the CUDA driver (`cuda_driver_started`).
 
 NVML sees every NVIDIA GPU of the machine in PCI bus order, whatever `CUDA_VISIBLE_DEVICES`
 says, and without creating a CUDA context. With no driver (a laptop, CI, Binder) the
@@ -7,13 +8,18 @@ inventory is empty and says why, instead of raising.
 
 from __future__ import annotations
 
+import ctypes
 import operator
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
 MIB = 2**20
+_CUDA_ERROR_NOT_INITIALIZED = 3  # what the CUDA driver API answers before cuInit
 T = TypeVar("T")
 
 
@@ -326,10 +332,52 @@ def demo_inventory() -> Inventory:
     return Inventory(gpus=tuple(gpus), source="demo", driver_version="demo")
 
 
-def inventory_or_demo() -> Inventory:
-    """This machine's GPUs through NVML, or the demo fleet (labelled as such) when NVML finds none.
+def _libcuda_path(maps: str | Path) -> str | None:
+    """The path of the CUDA driver library mapped into this process, "" when none is; None when unknown."""
+    try:
+        if not stat.S_ISREG(os.stat(maps).st_mode):  # a pipe or a device could block for ever
+            return None
+        with open(maps, encoding="utf-8", errors="replace") as lines:
+            for line in lines:  # address perms offset dev inode [path]
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and "/libcuda.so" in fields[5]:
+                    return fields[5].strip()
+    except OSError:
+        return None
+    return ""
 
-    Never raises: NVML errors end up in the inventory (see `nvml_inventory`).
+
+def _already_loaded(path: str) -> ctypes.CDLL:
+    """The library at `path` as this process already has it mapped; never loads a copy (OSError if none)."""
+    return ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+
+
+def cuda_driver_started(
+    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] | None = None
+) -> bool | None:
+    """Whether the CUDA driver has started (`cuInit` ran) in this process; None when we cannot tell.
+
+    `torch.cuda.is_available()` starts the driver, which then reads `CUDA_VISIBLE_DEVICES`,
+    without making `torch.cuda.is_initialized()` True. `import torch` (a CUDA build) only
+    loads the driver library, which does not read the variable yet. So: no `libcuda.so` in
+    the process's memory map (`/proc/self/maps`) means False; otherwise that same library is
+    asked `cuDeviceGetCount`, which answers CUDA_ERROR_NOT_INITIALIZED (3) until `cuInit` ran
+    and starts nothing itself. Linux only: elsewhere, or when the map or the library cannot
+    be read, None. `maps` and `load` (what opens the mapped library) are for tests.
+
+    One case it cannot see: a start that failed because no GPU was visible (`is_available()`
+    returned False with `CUDA_VISIBLE_DEVICES=""`) leaves the driver uninitialised, so this
+    answers False, yet the CUDA runtime inside PyTorch keeps that failure for the life of
+    the process (seen with PyTorch 2.11 on an H100): a new value then changes nothing either.
     """
-    real = nvml_inventory()
-    return real if real.gpus else demo_inventory()
+    if not isinstance(maps, str | Path):
+        raise TypeError(f"maps must be the path of a memory map such as '/proc/self/maps', not {maps!r}")
+    path = _libcuda_path(maps)
+    if not path:
+        return None if path is None else False
+    try:
+        count = ctypes.c_int(0)
+        status = (load or _already_loaded)(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
+    except (OSError, AttributeError):
+        return None
+    return status != _CUDA_ERROR_NOT_INITIALIZED

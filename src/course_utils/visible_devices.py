@@ -12,8 +12,9 @@ print. This module
 - maps logical ids to physical GPUs of an inventory (`logical_to_physical`);
 - chooses the N GPUs with most free memory and writes the value to set;
 - sets the variable only when it still has an effect (`set_visible_devices`, which also asks
-  whether the CUDA driver has started in this process: `cuda_driver_started`). To try a value
-  in a child process whose environment carries it, use `course_utils.child_python.run_python`.
+  whether the CUDA driver has started in this process: `course_utils.gpus.cuda_driver_started`).
+  To try a value in a child process whose environment carries it, use
+  `course_utils.processes.run_python`.
 
 Integer entries are CUDA's own device numbers. CUDA numbers devices "fastest first" unless
 `CUDA_DEVICE_ORDER=PCI_BUS_ID`; NVML and nvidia-smi number them in PCI bus order. The
@@ -23,23 +24,20 @@ code this module writes always sets it) or when the ids are UUIDs, which never d
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from pathlib import Path
 
-from course_utils.gpus import MIB, Inventory, whole_number
+from course_utils.gpus import MIB, Inventory, cuda_driver_started, whole_number
 
 VAR = "CUDA_VISIBLE_DEVICES"
 ORDER_VAR = "CUDA_DEVICE_ORDER"
 _LEADING_INT = re.compile(r"[+-]?[0-9]+")
 _PLAIN_INDEX = re.compile(r"[0-9]+")
-_CUDA_ERROR_NOT_INITIALIZED = 3  # what the CUDA driver API answers before cuInit
 _UUID_BODY_MIN = 8  # hex digits before the first dash of a UUID: enough to tell a UUID from a word
 MIG_NOT_MODELLED = (
     "MIG instance: not modelled by this course (an inventory lists whole GPUs; "
@@ -50,7 +48,11 @@ MIG_NOT_MODELLED = (
 def _strtoul(entry: str) -> int:
     """The integer an entry starts with, as C's strtoul reads it; -1 when it starts with none."""
     found = _LEADING_INT.match(entry.strip())
-    return int(found[0]) if found else -1
+    if not found:
+        return -1
+    if len(found[0].lstrip("+-0")) > 20:  # beyond any unsigned long: strtoul saturates, Python would refuse
+        return -(2**64) if found[0].startswith("-") else 2**64
+    return int(found[0])
 
 
 def _check(value: object, inventory: object = Inventory, *, unset: bool = True) -> None:
@@ -250,7 +252,7 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
         else:
             if not _PLAIN_INDEX.fullmatch(entry):
                 raise ValueError(f"{where} is not a GPU index or a GPU UUID; {valid}.")
-            index = int(entry)
+            index = _strtoul(entry)  # digits only here; one too long for int() counts as too big
             if index >= len(inventory.gpus):
                 raise ValueError(f"{where}: there is no GPU {index} in the inventory; {valid}.")
         if index in chosen:
@@ -340,6 +342,7 @@ def visible_devices_value(indices: Sequence[int]) -> str:
             f"indices is a list of physical GPU numbers such as [3, 6], not {indices!r}; "
             "a value that is already text needs no conversion."
         )
+    indices = list(indices)  # an iterator is read once, and named whole in the errors below
     numbers: list[int] = []
     for item in indices:
         index = whole_number(item, "each GPU index")
@@ -384,6 +387,10 @@ class DeviceOrder:
 
 def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
     """The device order in force for CUDA started with `environ` (default: this process's environment)."""
+    if environ is not None and not isinstance(environ, Mapping):
+        raise TypeError(
+            f"environ is a dict-like environment such as os.environ (None: this one), not {environ!r}"
+        )
     env = os.environ if environ is None else environ
     raw = env.get(ORDER_VAR)
     order = "PCI_BUS_ID" if raw == "PCI_BUS_ID" else "FASTEST_FIRST"
@@ -393,6 +400,11 @@ def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
 def script_header(value: str) -> str:
     """The lines to put at the very top of a script, before `import torch`, to select GPUs `value`."""
     _check(value, unset=False)
+    if any(c in value for c in "\"'\\") or not value.isprintable():
+        raise ValueError(
+            f"CUDA_VISIBLE_DEVICES holds GPU indices or UUIDs separated by commas, such as '0,4'; "
+            f"{value!r} holds a quote, a backslash or a control character, which no GPU id has"
+        )
     return "\n".join(
         [
             "import os",
@@ -410,53 +422,6 @@ def _cuda_initialized() -> bool:
     """Whether PyTorch has initialised CUDA in this process (False when torch was never imported)."""
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_initialized())
-
-
-def _libcuda_path(maps: str | Path) -> str | None:
-    """The path of the CUDA driver library mapped into this process, "" when none is; None when unknown."""
-    try:
-        with open(maps, encoding="utf-8", errors="replace") as lines:
-            for line in lines:  # address perms offset dev inode [path]
-                fields = line.split(maxsplit=5)
-                if len(fields) == 6 and "/libcuda.so" in fields[5]:
-                    return fields[5].strip()
-    except OSError:
-        return None
-    return ""
-
-
-def _already_loaded(path: str) -> ctypes.CDLL:
-    """The library at `path` as this process already has it mapped; never loads a copy (OSError if none)."""
-    return ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-
-
-def cuda_driver_started(
-    maps: str | Path = "/proc/self/maps", load: Callable[[str], object] | None = None
-) -> bool | None:
-    """Whether the CUDA driver has started (`cuInit` ran) in this process; None when we cannot tell.
-
-    `torch.cuda.is_available()` starts the driver, which then reads `CUDA_VISIBLE_DEVICES`,
-    without making `torch.cuda.is_initialized()` True. `import torch` (a CUDA build) only
-    loads the driver library, which does not read the variable yet. So: no `libcuda.so` in
-    the process's memory map (`/proc/self/maps`) means False; otherwise that same library is
-    asked `cuDeviceGetCount`, which answers CUDA_ERROR_NOT_INITIALIZED (3) until `cuInit` ran
-    and starts nothing itself. Linux only: elsewhere, or when the map or the library cannot
-    be read, None. `maps` and `load` (what opens the mapped library) are for tests.
-
-    One case it cannot see: a start that failed because no GPU was visible (`is_available()`
-    returned False with `CUDA_VISIBLE_DEVICES=""`) leaves the driver uninitialised, so this
-    answers False, yet the CUDA runtime inside PyTorch keeps that failure for the life of
-    the process (seen with PyTorch 2.11 on an H100): a new value then changes nothing either.
-    """
-    path = _libcuda_path(maps)
-    if not path:
-        return None if path is None else False
-    try:
-        count = ctypes.c_int(0)
-        status = (load or _already_loaded)(path).cuDeviceGetCount(ctypes.byref(count))  # type: ignore[attr-defined]
-    except (OSError, AttributeError):
-        return None
-    return status != _CUDA_ERROR_NOT_INITIALIZED
 
 
 def shell_command(value: str, script: str = "train.py") -> str:

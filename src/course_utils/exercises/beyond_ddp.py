@@ -258,7 +258,7 @@ def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
     tensor equal on every rank to the unsharded model's, one all-reduce in the forward pass.
     """
     from course_utils.exercises import not_a_function
-    from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+    from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
     if (verdict := not_a_function(shard_mlp, "shard_mlp(model, mesh)")) is not None:
         return verdict

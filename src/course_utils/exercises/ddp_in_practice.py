@@ -35,7 +35,7 @@ from course_utils.exercises import (
     whole_number_hint,
 )
 from course_utils.exercises.ranks import call_in_rank, run_ranks
-from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 # Exercise 1: 3 machines x 8 GPUs, 16 samples per GPU, 4 accumulation steps.
 _MACHINES, _GPUS_PER_MACHINE, _PER_GPU, _ACCUMULATION = 3, 8, 16, 4

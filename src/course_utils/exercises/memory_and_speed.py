@@ -19,8 +19,8 @@ from torch.amp import GradScaler
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
-from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
 from course_utils.memory import LINES, saved_activation_bytes
+from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 # Exercise 1: which memory lines each technique shrinks on one rank.
 MEMORY_ANSWERS: dict[str, frozenset[str]] = {

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from course_utils.exercises import CheckResult, describe_error, failed
-from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
+from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 SAME_CALLS = "Every rank must make the same collective calls, in the same order."
 # How gloo reports, in the waiting rank, that its peer left a collective (wording varies by

@@ -14,8 +14,8 @@ import time
 import pytest
 from processes import is_gone, wait_until_gone
 
-from course_utils import supervision
-from course_utils.supervision import (
+from course_utils.processes import supervision
+from course_utils.processes.supervision import (
     LOOPBACK,
     MAX_TIMEOUT,
     LaunchError,
@@ -189,3 +189,29 @@ def test_a_forked_child_that_finds_its_parent_gone_exits_at_once():
     proc.start()
     proc.join(5)
     assert proc.exitcode == (1 if sys.platform.startswith("linux") else 0)
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({"A\0B": "1"}, "holds neither '=' nor a NUL"),
+        ({"A=B": "1"}, "holds neither '=' nor a NUL"),
+        ({"A": "x\0y"}, "the value of A holds a NUL character"),
+    ],
+)
+def test_env_names_and_values_that_no_environment_can_carry_are_refused(env, match):
+    with pytest.raises(ValueError, match=match):
+        supervision.check_env(env)
+
+
+def test_a_timeout_too_big_for_a_float_is_refused_like_any_too_long_timeout():
+    with pytest.raises(ValueError, match="at most 604800"):
+        supervision.check_timeout(10**400)
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1"])  # TEST-NET-1: an address, but of no machine here
+def test_a_host_that_is_no_address_here_is_refused_by_name(host):
+    with pytest.raises(ValueError, match="host must be an IPv4 address of this machine"):
+        supervision.free_port(host)
+    with pytest.raises(ValueError, match="host must be an IPv4 address of this machine"):
+        supervision.listening_socket(None, host)

@@ -19,16 +19,17 @@ from pathlib import Path
 import pytest
 from processes import is_gone
 
-from course_utils import torchrun
-from course_utils.launcher import LaunchError, loopback_interface
-from course_utils.torchrun import (
+from course_utils.processes import (
+    LaunchError,
     TorchrunError,
     TorchrunResult,
     TorchrunTimeoutError,
     check_port_free,
+    loopback_interface,
     run_nodes,
     run_torchrun,
     strip_paths,
+    torchrun,
     torchrun_command,
 )
 
@@ -456,3 +457,13 @@ def test_a_command_needs_a_port_number(port):
 def test_strip_paths_needs_text():
     with pytest.raises(TypeError, match="strip_paths expects a str"):
         strip_paths(b"/a/b")
+
+
+def test_an_env_name_with_an_equals_sign_is_refused_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="env: a variable name holds neither"):
+        run_torchrun(tmp_path / "never_run.py", env={"A=B": "1"})
+
+
+def test_check_port_free_refuses_the_empty_host_that_means_every_interface():
+    with pytest.raises(TypeError, match="'' would mean every interface"):
+        check_port_free(1, host="")

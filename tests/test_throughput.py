@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from course_utils.benchmarking import (
+from course_utils.throughput import (
     format_table,
     make_mlp,
     median_and_iqr,
@@ -127,3 +127,10 @@ def test_the_summaries_refuse_anything_but_what_the_workers_and_rows_give():
     with pytest.raises(ValueError, match="title is the chart's title"):
         throughput_chart([row], title=None)
     assert plt.get_fignums() == []
+
+
+@pytest.mark.parametrize("speed", [0, -1.0, float("inf"), float("nan"), "fast", None])
+def test_format_table_refuses_a_throughput_that_is_no_positive_number(speed):
+    row = {"config": "a", "processes": 1, "threads": 1, "global_batch": 8, "median_step_s": 0.1}
+    with pytest.raises(ValueError, match="samples_per_s must be a positive number"):
+        format_table([row | {"iqr_step_s": 0.0, "samples_per_s": speed}])

@@ -14,7 +14,7 @@ itself, so the same worker runs unchanged under torchrun. What it adds, and why:
   other ranks, maybe blocked for ever in a collective, are stopped. A death is seen from the
   exit code: processes the rank started (DataLoader workers) inherit its pipe and keep it open.
 - Nothing is left behind: each rank leads a session (process group) of its own, like torchrun's
-  workers, and every group is stopped as `course_utils.supervision.stop` says (SIGTERM, a
+  workers, and every group is stopped as `course_utils.processes.supervision.stop` says (SIGTERM, a
   grace period, SIGKILL; a second Ctrl-C kills at once) on success, error, timeout and Ctrl-C
   alike. On Linux each rank also dies with the launching process (PR_SET_PDEATHSIG), so a
   kernel killed outright (out of memory on Binder) leaves no rank behind. A process that a rank
@@ -46,7 +46,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -54,22 +54,21 @@ from typing import Any
 import torch
 from torch.distributed import TCPStore
 
-from course_utils.supervision import (
+from course_utils.gpus import cuda_driver_started
+from course_utils.processes.supervision import (
     FORK_WARNING,
     KILL,
     LOOPBACK,
     POLL_SECONDS,
     LaunchError,
     check_timeout,
-    free_port,
     gloo_env,
     isolate,
     listening_socket,
-    loopback_interface,
     signal_group,
     stop,
 )
-from course_utils.visible_devices import cuda_driver_started
+from course_utils.processes.watchdog import mark, release_folder, release_group, watch_folder, watch_group
 
 # After every rank has sent its result, how long the ranks may take to exit by themselves
 # before they are stopped like the others.
@@ -85,17 +84,16 @@ _FAILED_RANK_LINGER_SECONDS = 30.0
 _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
+_STORE_TIMEOUT_FLOOR_SECONDS = 30.0
+_HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 __all__ = [
-    "LOOPBACK",
-    "LaunchError",
     "LaunchTimeoutError",
     "RemoteTraceback",
     "WorkerError",
     "choose_start_method",
-    "free_port",
     "launch",
-    "loopback_interface",
     "torchrun_env",
 ]
 
@@ -206,7 +204,7 @@ def torchrun_env(
     torchrun, the launcher hosts the rendezvous TCPStore itself, which
     TORCHELASTIC_USE_AGENT_STORE=True tells `init_process_group` (every rank connects as a
     client). TORCHELASTIC_ERROR_FILE, where a worker decorated with torchrun's `@record` writes
-    its error, is set only when `error_file` names a place for it (`launch` makes one per rank
+    its error, is set only when `error_file` names a place for it (`launch` names one per rank
     and removes it afterwards). Not set: TORCHELASTIC_SIGNALS_TO_HANDLE, which torchrun's agent
     sets in its own environment for its own signal handling (the workers merely inherit it).
     """
@@ -240,6 +238,8 @@ def torchrun_env(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
     if error_file is not None:
+        if not isinstance(error_file, str) or not error_file or "\0" in error_file:
+            raise TypeError(f"error_file must be a file path (a non-empty str) or None, not {error_file!r}")
         env["TORCHELASTIC_ERROR_FILE"] = error_file
     # torchrun sets OMP_NUM_THREADS=1 for more than one process unless the user set it.
     if "OMP_NUM_THREADS" in os.environ:
@@ -257,12 +257,51 @@ def _gpu_runtime_initialised() -> bool:
     return bool(xpu is not None and hasattr(xpu, "is_initialized") and xpu.is_initialized())
 
 
-def _cuda_driver_started(maps: str | None = None) -> bool:
-    """Whether the CUDA driver was started here (`cuda_driver_started`), for fork's sake; a driver
-    that cannot be asked counts as started, no memory map (not Linux) as not. `maps`: for tests."""
+def _fork_loses_cuda(maps: str | None = None) -> bool:
+    """Whether a child forked now could not use CUDA because the driver started here. Cautious:
+    on Linux (a memory map to read) a driver that cannot be asked counts as started. `maps`: for tests."""
     maps = maps or _PROC_MAPS
     started = cuda_driver_started(maps)
     return started if started is not None else os.path.exists(maps)
+
+
+def _cuda_started() -> bool:
+    """Whether CUDA (the runtime or the driver) was started here, so forked ranks cannot use it."""
+    return _gpu_runtime_initialised() or _fork_loses_cuda()
+
+
+def _wait_for_exit(processes: Sequence[mp.process.BaseProcess], patience: float) -> None:
+    """Wait up to `patience` s for `processes` to exit, woken by each exit rather than a poll interval.
+
+    A process's sentinel is readable once it has exited (or closed it), shortly before it can be
+    reaped: then a 1 ms nap, not a spin. Processes it started may hold the sentinel open after
+    it ended, so its exit code is also looked at every `POLL_SECONDS`.
+    """
+    deadline = time.monotonic() + patience
+    while running := [p for p in processes if p.exitcode is None]:
+        if (left := deadline - time.monotonic()) <= 0:
+            return
+        if wait([p.sentinel for p in running], timeout=min(left, POLL_SECONDS)):
+            time.sleep(0.001)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while a rank is forked, and take them right after.
+
+    A signal handled during a fork runs its Python handler inside a fork hook (logging's
+    `_releaseLock`), where the KeyboardInterrupt is printed as "Exception ignored" and lost:
+    the launch would run on to its timeout. Held back, the signal arrives as the block ends,
+    in the launcher's own code, which then stops every rank started so far.
+    """
+    if not _HOLD_INTERRUPTS:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _MainFinder(pickle.Pickler):
@@ -310,7 +349,7 @@ def _start_method_and_reason(fn: Callable[..., Any] | None = None, args: tuple =
             "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
             "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
         )
-    if _cuda_driver_started() and (fn is None or _spawnable(fn, args)):
+    if _fork_loses_cuda() and (fn is None or _spawnable(fn, args)):
         return "spawn", (
             "The CUDA driver has been started in this process, and a child forked after that "
             "cannot use CUDA, so the launcher spawns fresh interpreters. "
@@ -408,6 +447,8 @@ def _bootstrap(
     forked: bool,
 ) -> None:
     """Run in each worker: set torchrun's environment, call fn, send the result or the error."""
+    if _HOLD_INTERRUPTS:  # held by the parent while it forked: a worker takes them as usual
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)
     isolate(parent_pid)
     for fd in inherited_fds:  # the parent's listening socket and pipe ends, inherited through fork
         with contextlib.suppress(OSError):
@@ -491,7 +532,16 @@ class _Inbox:
                 self._buffer.clear()
         if self._whole is None:
             return None
-        return pickle.loads(self._whole)
+        try:
+            return pickle.loads(self._whole)
+        except Exception as err:  # sent by the rank, but not readable here: the rank's failure
+            return (
+                "error",
+                type(err).__name__,
+                f"its result could not be unpickled by the launcher ({err}); return plain values "
+                "(numbers, lists, dicts, tensors) or instances of classes the launcher can import",
+                "",
+            )
 
 
 def _describe_exit(exitcode: int | None) -> str:
@@ -558,13 +608,11 @@ def _collect(
     inboxes: Sequence[_Inbox],
     timeout: float,
     method: str,
-    cuda_started: bool = False,
 ) -> list[Any]:
     """Wait for every rank's result; raise shortly after the first failure, or when time runs out.
 
     Every pass (at most `POLL_SECONDS` apart) reads what the pipes hold and looks at every
     rank's exit code: a rank's death is seen even while processes it started hold its pipe open.
-    `cuda_started`: the ranks were forked after CUDA was started here (for a hint).
     """
     nprocs = len(processes)
     results: dict[int, Any] = {}
@@ -597,7 +645,8 @@ def _collect(
                 results[rank] = message[1]
             elif message is not None:
                 _, exc_type, text, trace = message
-                hint = _FORKED_CUDA_HINT if cuda_started and _forked_cuda_failure(text) else ""
+                forked_cuda = method == "fork" and _forked_cuda_failure(text) and _cuda_started()
+                hint = _FORKED_CUDA_HINT if forked_cuda else ""
                 failures[rank] = WorkerError(rank, nprocs, exc_type, text, trace, hint)
             elif exitcode == 0:
                 results[rank] = None  # exit code 0 is success, as under torchrun
@@ -648,10 +697,11 @@ def launch(
     if method == "spawn":
         _check_spawnable(fn, args, why, explicit)
     ctx = mp.get_context(method)
-    base_env = gloo_env()  # gloo on loopback
+    base_env = gloo_env() | mark()  # gloo on loopback; the watchdog's mark
     listener = listening_socket(master_port)
     port = listener.getsockname()[1]
     error_folder = tempfile.mkdtemp(prefix="course-launch-")
+    watch_folder(error_folder)  # removed by the watchdog should this process be killed outright
     store: TCPStore | None = None
     processes: list[mp.process.BaseProcess] = []
     inboxes: list[_Inbox] = []
@@ -661,9 +711,8 @@ def launch(
             parent_end, child_end = ctx.Pipe(duplex=True)
             inboxes.append(_Inbox(parent_end))
             inherited = (listener.fileno(), *(i.conn.fileno() for i in inboxes)) if method == "fork" else ()
-            os.mkdir(rank_folder := os.path.join(error_folder, str(rank)))
             env = base_env | torchrun_env(
-                rank, nprocs, port, error_file=os.path.join(rank_folder, "error.json")
+                rank, nprocs, port, error_file=os.path.join(error_folder, f"error-{rank}.json")
             )
             proc = ctx.Process(
                 target=_bootstrap,
@@ -671,15 +720,16 @@ def launch(
                 name=f"rank{rank}",
                 daemon=False,  # a daemonic worker could not start DataLoader workers
             )
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _interrupts_held():
                 # Python 3.12+ warns when a process with threads forks (a Jupyter kernel has
                 # several), because a lock held by another thread at that moment stays locked
                 # in the child. The child here runs only the worker: it does not use the
                 # kernel's threads or sockets, and CPython resets its own locks after a fork.
                 warnings.filterwarnings("ignore", message=FORK_WARNING, category=DeprecationWarning)
                 proc.start()
+                processes.append(proc)
+                watch_group(proc.pid)  # killed by the watchdog should this process be killed outright
             child_end.close()
-            processes.append(proc)
         # The store, like torchrun's agent store, lives in this process, on the socket bound
         # above; the ranks connect to it in init_process_group and queue until it accepts.
         store = TCPStore(
@@ -688,11 +738,12 @@ def launch(
             world_size=nprocs,
             is_master=True,
             wait_for_workers=False,
-            timeout=timedelta(seconds=timeout),
+            # The ranks are stopped at `timeout` anyway; the store's own timeout also bounds its
+            # connection to itself, which a tiny launch timeout would fail with a C++ error.
+            timeout=timedelta(seconds=max(timeout, _STORE_TIMEOUT_FLOOR_SECONDS)),
             master_listen_fd=listener.detach(),
         )
-        cuda_started = method == "fork" and (_gpu_runtime_initialised() or _cuda_driver_started())
-        results = _collect(processes, inboxes, timeout, method, cuda_started)
+        results = _collect(processes, inboxes, timeout, method)
         finished = True
         return results
     finally:
@@ -700,15 +751,17 @@ def launch(
             inbox.conn.close()  # a failed rank that waits for this end to close exits by itself
         started = [p for p in processes if p.pid is not None]
         try:  # a second Ctrl-C while stopping kills the ranks at once
-            stop(
-                lambda: [(p.pid, p.exitcode is None) for p in started],
-                patience=_EXIT_PATIENCE_SECONDS if finished else 0.0,
-            )
+            if finished:  # every rank sent its result: give them a moment to exit by themselves
+                _wait_for_exit(started, _EXIT_PATIENCE_SECONDS)
+            stop(lambda: [(p.pid, p.exitcode is None) for p in started])
         finally:
             for proc in started:
                 proc.join()
+            release_group(*(proc.pid for proc in started))
+            for proc in started:
                 proc.close()
             del store  # shuts the store's server down and closes its port
             if listener.fileno() != -1:
                 listener.close()
             shutil.rmtree(error_folder, ignore_errors=True)
+            release_folder(error_folder)

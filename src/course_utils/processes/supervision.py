@@ -1,8 +1,8 @@
 """What every process the course starts shares: its own process group, loopback, a timeout, a clean stop.
 
-The notebook launcher (`course_utils.launcher`), the torchrun helpers (`course_utils.torchrun`)
-and `run_python` (`course_utils.child_python`) all start processes from a notebook and must
-never leave one behind. They share these rules:
+The notebook launcher (`launcher`), the torchrun helpers (`torchrun`) and `run_python`
+(`child_python`), the modules of `course_utils.processes` beside this one, all start processes
+from a notebook and must never leave one behind. They share these rules:
 
 - Each child leads a process group (a session) of its own, so one signal to the group reaches
   the child and everything it started (`signal_group`); a forked child also dies with its
@@ -50,7 +50,7 @@ def check_timeout(timeout: object, name: str = "timeout") -> float:
     """Return `timeout` as seconds, or raise an error that says what to pass: 0 < timeout <= a week."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
         raise TypeError(f"{name} must be a number of seconds, such as 60, not {timeout!r}")
-    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT):
+    if not (0 < timeout <= MAX_TIMEOUT and math.isfinite(timeout)):  # an int too big for a float: False
         raise ValueError(
             f"{name} must be a positive number of seconds, at most {MAX_TIMEOUT:g} (a week), "
             f"not {timeout!r}; pass e.g. {name}=60"
@@ -70,6 +70,12 @@ def check_env(env: object) -> dict[str, str | None]:
     for name, value in env.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"env must map variable names (non-empty strings) to values; {name!r} is not one")
+        if "=" in name or "\0" in name:
+            raise ValueError(f"env: a variable name holds neither '=' nor a NUL character; {name!r} does")
+        if isinstance(value, str) and "\0" in value:
+            raise ValueError(
+                f"env: the value of {name} holds a NUL character, which no environment can carry"
+            )
         if not isinstance(value, str | None):
             raise TypeError(
                 f"env must map names to str (set the variable) or None (remove it); {name} is "
@@ -203,7 +209,9 @@ def listening_socket(port: int | None, host: str = LOOPBACK) -> socket.socket:
                 "process group that was not shut down, holds it. Pass master_port=None to let the "
                 "launcher pick a free port."
             ) from None
-        raise
+        raise ValueError(
+            f"host must be an IPv4 address of this machine such as {LOOPBACK!r}, not {host!r} ({err})"
+        ) from None
     return sock
 
 
@@ -216,7 +224,12 @@ def free_port(host: str = LOOPBACK) -> int:
     if not isinstance(host, str) or not host:
         raise TypeError(f"host must be an address such as {LOOPBACK!r}, not {host!r}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as err:
+            raise ValueError(
+                f"host must be an IPv4 address of this machine such as {LOOPBACK!r}, not {host!r} ({err})"
+            ) from None
         return sock.getsockname()[1]
 
 

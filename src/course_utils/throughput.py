@@ -29,7 +29,6 @@ _RESULT_KEYS = frozenset({"rank", "world_size", "threads", "step_times", "sample
 _ROW_KEYS = frozenset(
     {"config", "processes", "threads", "global_batch", "median_step_s", "iqr_step_s", "samples_per_s"}
 )
-MAX_BATCH_BYTES = 2**30  # the prepared batches of one rank; a benchmark in a 1.5 GiB budget needs far less
 MAX_PARAMETERS = 10**9  # 4 GB of float32 weights: far beyond a benchmark model, a slip in the widths
 
 
@@ -138,6 +137,13 @@ def _check_rows(rows: object) -> None:
         )
     if not all(isinstance(row, Mapping) and _ROW_KEYS <= row.keys() for row in rows):
         raise ValueError(f"each row is a dict that throughput_row returned (with {sorted(_ROW_KEYS)})")
+    for row in rows:
+        speed = row["samples_per_s"]
+        if isinstance(speed, bool) or not isinstance(speed, int | float) or not (0 < speed < math.inf):
+            raise ValueError(
+                f"samples_per_s must be a positive number of samples per second, not {speed!r} "
+                f"(row {row['config']!r}); pass the rows that throughput_row returned"
+            )
 
 
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:

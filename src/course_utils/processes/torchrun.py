@@ -22,7 +22,7 @@ safety around the command; the command line itself is torchrun's own and is show
   before anything starts.
 - A timeout, after which every process of the run is stopped, as when the cell is interrupted
   or raises. Each torchrun, and each of its workers, leads a session of its own; they are
-  tracked by parent and stopped group by group (`course_utils.supervision.stop`).
+  tracked by parent and stopped group by group (`course_utils.processes.supervision.stop`).
 - A clear error: a run that exits with a non-zero code raises `TorchrunError`, which names the
   command and shows the tail of its stderr with machine paths reduced to file names.
 - Nothing left on disk: torchrun's own temporary files (its log folder, the workers' error
@@ -38,6 +38,7 @@ import os
 import re
 import runpy
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +53,7 @@ from typing import IO, Any
 
 import psutil
 
-from course_utils.supervision import (
+from course_utils.processes.supervision import (
     FORK_WARNING,
     GRACE_SECONDS,
     LOOPBACK,
@@ -69,9 +70,16 @@ from course_utils.supervision import (
     listening_socket,
     stop,
 )
+from course_utils.processes.watchdog import (
+    mark,
+    release_folder,
+    release_group,
+    start_watchdog,
+    watch_folder,
+    watch_group,
+)
 
 __all__ = [
-    "LOOPBACK",
     "MODULES",
     "TorchrunError",
     "TorchrunResult",
@@ -255,6 +263,10 @@ def check_port_free(port: int, host: str = LOOPBACK) -> None:
     torchrun would fail after seconds with a long traceback."""
     if port is None:
         raise ValueError("check_port_free needs a port number from 1 to 65535, not None")
+    if not isinstance(host, str) or not host:
+        raise TypeError(
+            f"host must be an address such as {LOOPBACK!r} ('' would mean every interface), not {host!r}"
+        )
     listening_socket(port, host).close()
 
 
@@ -379,9 +391,15 @@ def run_nodes(
         )
         for node in range(nnodes)
     ]
-    with tempfile.TemporaryDirectory(prefix="course-torchrun-", ignore_cleanup_errors=True) as folder:
+    start_watchdog()  # before anything it must clean up exists
+    folder = tempfile.mkdtemp(prefix="course-torchrun-")
+    watch_folder(folder)  # removed by the watchdog should this process be killed outright
+    try:
         child_env = _child_env(env, folder)
         returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        release_folder(folder)
     results = [
         TorchrunResult(
             args=tuple(c[3:]),
@@ -443,7 +461,7 @@ def _check_arguments(
 def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str, str]:
     """The environment for torchrun: this one, gloo on loopback, temporary files (its log folder,
     the workers' error files) in `folder`, then `extra` on top (None removes a variable)."""
-    return child_env({**gloo_env(), "TMPDIR": folder, **(extra or {})})
+    return child_env({**gloo_env(), "TMPDIR": folder, **(extra or {})}) | mark()
 
 
 def _run_group(
@@ -466,6 +484,7 @@ def _run_group(
             err = open(os.path.join(folder, f"node{node}.err"), "w+b")
             files.append((out, err))
             processes.append(_start(command, env, out, err))
+            watch_group(processes[-1].pid)
         deadline = time.monotonic() + timeout
         while True:
             _remember_descendants(processes, known)
@@ -673,4 +692,5 @@ def _stop(processes: Sequence[_Agent], known: dict[int, psutil.Process]) -> None
     finally:
         for proc in processes:
             proc.wait()
+            release_group(proc.pid)
         psutil.wait_procs([c for c in known.values() if alive(c)], timeout=GRACE_SECONDS)

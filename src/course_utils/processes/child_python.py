@@ -26,14 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.supervision import KILL, check_timeout, child_env, signal_group
+from course_utils.processes.supervision import KILL, check_timeout, child_env, signal_group
+from course_utils.processes.watchdog import mark, release_group, watch_group
 
 __all__ = [
     "ChildPythonError",
     "ChildRun",
     "last_error_line",
+    "mask_machine_paths",
     "run_python",
-    "scrub_paths",
     "shorten_builtin_modules",
 ]
 
@@ -81,7 +82,7 @@ def _machine_paths() -> dict[str, str]:
     return {path: label for path, label in paths.items() if len(path) > 1}
 
 
-def scrub_paths(text: str) -> str:
+def mask_machine_paths(text: str) -> str:
     """Replace this machine's paths (Python install, packages, temp folder, cwd, home) in `text`.
 
     The longest paths are replaced first, so a package path becomes `<packages>` rather than
@@ -89,7 +90,7 @@ def scrub_paths(text: str) -> str:
     machine paths; this is what makes a child's error line printable.
     """
     if not isinstance(text, str):
-        raise TypeError(f"scrub_paths expects a str, got {type(text).__name__}")
+        raise TypeError(f"mask_machine_paths expects a str, got {type(text).__name__}")
     for path, label in sorted(_machine_paths().items(), key=lambda item: -len(item[0])):
         text = text.replace(path, label)
     return text
@@ -161,30 +162,45 @@ def run_python(
         if isinstance(arg, bool) or not isinstance(arg, str | os.PathLike | int):
             raise TypeError(f"args must be strings, paths or whole numbers for sys.argv, not {arg!r}")
     timeout = check_timeout(timeout)
-    child = subprocess.Popen(
-        [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)],
-        env={"PYTHON_COLORS": "0"} | child_env(env),  # plain tracebacks (Python 3.13 colours them)
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its own process group, so that it is stopped with all it started
-    )
-    try:
-        out, err = child.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise ChildPythonError(
-            f"the child Python did not finish within {timeout:g} s and was killed; "
-            "pass a larger timeout or check the code for a wait that never ends"
-        ) from None
-    finally:
-        signal_group(child.pid, KILL, running=child.poll() is None)
-        child.wait()
-        for pipe in (child.stdin, child.stdout, child.stderr):
-            pipe.close()  # type: ignore[union-attr]
-    stdout = scrub_paths(out.decode("utf-8", errors="replace"))
+    command = [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)]
+    # Plain tracebacks (Python 3.13 colours them); the watchdog's mark last, so env cannot drop it.
+    child_environment = {"PYTHON_COLORS": "0"} | child_env(env) | mark()
+    # Files, not pipes, for its input and output: a process the child leaves running (which
+    # holds them too) cannot keep this call waiting, and being unlinked they leave nothing on disk.
+    with (
+        tempfile.TemporaryFile() as given,
+        tempfile.TemporaryFile() as out_file,
+        tempfile.TemporaryFile() as err_file,
+    ):
+        given.write(stdin)
+        given.seek(0)
+        child = subprocess.Popen(
+            command,
+            env=child_environment,
+            stdin=given,
+            stdout=out_file,
+            stderr=err_file,
+            start_new_session=True,  # its own process group, so that it is stopped with all it started
+        )
+        watch_group(child.pid)  # killed by the watchdog should this process be killed outright
+        try:
+            child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ChildPythonError(
+                f"the child Python did not finish within {timeout:g} s and was killed; "
+                "pass a larger timeout or check the code for a wait that never ends"
+            ) from None
+        finally:  # what it started is stopped with it, also when it has ended
+            signal_group(child.pid, KILL, running=child.poll() is None)
+            child.wait()
+            release_group(child.pid)
+        out_file.seek(0)
+        err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
+    stdout = mask_machine_paths(out.decode("utf-8", errors="replace"))
     if child.returncode == 0:
         return ChildRun(returncode=0, stdout=stdout, error=None)
-    stderr = shorten_builtin_modules(scrub_paths(err.decode("utf-8", errors="replace")))
+    stderr = shorten_builtin_modules(mask_machine_paths(err.decode("utf-8", errors="replace")))
     if check:
         raise ChildPythonError(
             f"the child Python exited with status {child.returncode}; its stderr:\n{stderr}"

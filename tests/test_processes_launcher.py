@@ -25,8 +25,8 @@ from fake_libcuda import FakeLibcuda
 from processes import SESSION_VARIABLE, _marked, is_gone, left_behind, wait_until_gone
 from torch.utils.data import DataLoader
 
-from course_utils import launcher, visible_devices
-from course_utils.launcher import (
+from course_utils import gpus
+from course_utils.processes import (
     LOOPBACK,
     LaunchError,
     LaunchTimeoutError,
@@ -35,6 +35,7 @@ from course_utils.launcher import (
     choose_start_method,
     free_port,
     launch,
+    launcher,
     loopback_interface,
     torchrun_env,
 )
@@ -238,8 +239,8 @@ def test_ctrl_c_in_the_parent_stops_every_rank(ctrl_c_raises):
 
 LAUNCHES_RANKS_THAT_IGNORE_SIGTERM = """
 import os, signal, sys, time
-from course_utils import supervision
-from course_utils.launcher import launch
+from course_utils.processes import supervision
+from course_utils.processes import launch
 
 def stubborn(folder):
     def note_sigterm(signum, frame):  # like a worker that saves a checkpoint on SIGTERM, and goes on
@@ -315,6 +316,9 @@ def test_a_timeout_that_is_no_number_says_what_to_pass():
         ((-1, 2, 29500), ValueError, r"rank must be in 0\.\.1"),
         ((0, 2, 0), ValueError, "master_port must be a port number from 1 to 65535"),
         ((0, 2, 70000), ValueError, "master_port must be a port number"),
+        ((0, 2, 29500, "127.0.0.1", 5), TypeError, "error_file must be a file path"),
+        ((0, 2, 29500, "127.0.0.1", ""), TypeError, "error_file must be a file path"),
+        ((0, 2, 29500, "127.0.0.1", "a\0b"), TypeError, "error_file must be a file path"),
     ],
 )
 def test_torchrun_env_refuses_what_it_cannot_use(args, error, match):
@@ -472,7 +476,7 @@ def test_each_rank_leads_its_own_session_and_dies_with_its_parent():
 
 LAUNCHES_AND_HANGS = """
 import os, sys, time
-from course_utils.launcher import launch
+from course_utils.processes import launch
 
 def hang(folder):
     path = os.path.join(folder, os.environ["RANK"] + ".pid")
@@ -658,9 +662,9 @@ def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
     # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
     assert choose_start_method(notebook_function()) == "fork"
     # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
-    monkeypatch.setattr(visible_devices, "_already_loaded", FakeLibcuda(0))
+    monkeypatch.setattr(gpus, "_already_loaded", FakeLibcuda(0))
     assert choose_start_method() == "spawn"
-    monkeypatch.setattr(visible_devices, "_already_loaded", FakeLibcuda(3))
+    monkeypatch.setattr(gpus, "_already_loaded", FakeLibcuda(3))
     assert choose_start_method() == "fork"  # CUDA builds load the driver at `import torch`
 
 
@@ -677,10 +681,10 @@ def fails_as_in_a_forked_child(message: str) -> None:
     ],
 )
 def test_a_forked_worker_that_cannot_use_cuda_is_told_why(monkeypatch, message):
-    monkeypatch.setattr(launcher, "_cuda_driver_started", lambda: True)
+    monkeypatch.setattr(launcher, "_fork_loses_cuda", lambda: True)
     with pytest.raises(WorkerError, match="forked from a process that had already started CUDA"):
         launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
-    monkeypatch.setattr(launcher, "_cuda_driver_started", lambda: False)
+    monkeypatch.setattr(launcher, "_fork_loses_cuda", lambda: False)
     with pytest.raises(WorkerError) as info:
         launch(fails_as_in_a_forked_child, 1, args=(message,), timeout=10, method="fork")
     assert info.value.hint == ""
@@ -699,7 +703,7 @@ def test_notebook_functions_among_the_arguments_count_too(monkeypatch, tmp_path,
 
 
 def test_no_maps_file_means_no_driver_to_see(tmp_path):
-    assert launcher._cuda_driver_started(str(tmp_path / "missing")) is False
+    assert launcher._fork_loses_cuda(str(tmp_path / "missing")) is False
 
 
 def test_without_fork_a_notebook_function_is_refused_with_what_to_do(monkeypatch, notebook):
@@ -724,7 +728,7 @@ def environment() -> dict[str, str]:
 
 
 def test_environment_is_what_a_real_torchrun_sets(tmp_path):
-    from course_utils.torchrun import run_torchrun
+    from course_utils.processes import run_torchrun
 
     script = tmp_path / "env_dump.py"
     script.write_text(ENV_DUMP)
@@ -743,8 +747,8 @@ def test_environment_is_what_a_real_torchrun_sets(tmp_path):
         assert sorted(mine) == sorted(theirs)
         for key in set(mine) - {"MASTER_PORT", "TORCHELASTIC_ERROR_FILE"}:
             assert (key, mine[key]) == (key, theirs[key])
-        for env in (mine, theirs):
-            assert Path(env["TORCHELASTIC_ERROR_FILE"]).parts[-2:] == (str(rank), "error.json")
+        assert Path(theirs["TORCHELASTIC_ERROR_FILE"]).parts[-2:] == (str(rank), "error.json")
+        assert Path(mine["TORCHELASTIC_ERROR_FILE"]).name == f"error-{rank}.json"  # one folder, no subfolders
         assert mine["RANK"] == mine["LOCAL_RANK"] == str(rank) and mine["MASTER_ADDR"] == "127.0.0.1"
     assert ours[0]["MASTER_PORT"] == ours[1]["MASTER_PORT"]
     assert not Path(ours[0]["TORCHELASTIC_ERROR_FILE"]).parent.exists()  # removed afterwards
@@ -759,3 +763,32 @@ def test_a_result_larger_than_a_pipe_comes_back_whole():
     results = launch(large_result, 2, timeout=30)
     for rank, tensor in enumerate(results):
         assert torch.equal(tensor, torch.arange(3_000_000, dtype=torch.float32) + rank)
+
+
+class OnlyHere:
+    """An object pickled by reference to a function that exists in the rank only."""
+
+    def __reduce__(self):
+        return (globals()["made_in_the_rank"], ())
+
+
+def returns_what_the_parent_cannot_read():
+    def made_in_the_rank():
+        return None
+
+    made_in_the_rank.__qualname__ = "made_in_the_rank"
+    globals()["made_in_the_rank"] = made_in_the_rank  # in this rank's module only
+    return OnlyHere()
+
+
+def test_a_result_the_launcher_cannot_unpickle_is_the_rank_s_failure_named():
+    with pytest.raises(WorkerError, match=r"rank 0 of 1 raised .*could not be unpickled by the launcher"):
+        launch(returns_what_the_parent_cannot_read, 1, timeout=30)
+
+
+def test_a_tiny_timeout_is_a_launch_timeout_or_a_result_never_a_store_error():
+    for _ in range(3):
+        try:
+            assert launch(report_env, 2, timeout=1e-3) is not None
+        except LaunchTimeoutError:
+            pass

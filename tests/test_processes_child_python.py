@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from processes import wait_until_gone
 
-from course_utils.child_python import (
+from course_utils.devices import HIDE_GPUS
+from course_utils.processes import (
     ChildPythonError,
     ChildRun,
     last_error_line,
+    mask_machine_paths,
     run_python,
-    scrub_paths,
     shorten_builtin_modules,
 )
-from course_utils.devices import HIDE_GPUS
 
 
 def notebook_function() -> None:
@@ -91,15 +91,15 @@ def test_error_lines_have_no_machine_paths():
         os.rmdir(folder)
 
 
-def test_scrub_paths_replaces_the_longest_known_path_first():
+def test_mask_machine_paths_replaces_the_longest_known_path_first():
     import sysconfig
 
     purelib = sysconfig.get_paths()["purelib"]
-    assert scrub_paths(f"File {purelib}/torch/x.py") == "File <packages>/torch/x.py"
-    assert scrub_paths(f"run {sys.executable} -c") == "run <python> -c"
-    assert scrub_paths("nothing to hide") == "nothing to hide"
+    assert mask_machine_paths(f"File {purelib}/torch/x.py") == "File <packages>/torch/x.py"
+    assert mask_machine_paths(f"run {sys.executable} -c") == "run <python> -c"
+    assert mask_machine_paths("nothing to hide") == "nothing to hide"
     with pytest.raises(TypeError, match="expects a str"):
-        scrub_paths(b"bytes")
+        mask_machine_paths(b"bytes")
 
 
 def test_last_error_line_reads_tracebacks_chains_and_plain_text():
@@ -229,3 +229,9 @@ def test_bad_arguments_for_the_child_say_what_to_pass(arg):
 def test_last_error_line_needs_text():
     with pytest.raises(TypeError, match="stderr as a str"):
         last_error_line(b"Traceback")
+
+
+def test_an_env_name_with_a_nul_or_equals_sign_is_refused_before_anything_starts():
+    for env in ({"A\0B": "1"}, {"A=B": "1"}):
+        with pytest.raises(ValueError, match="env: a variable name holds neither"):
+            run_python("pass", env=env)

@@ -1,0 +1,164 @@
+"""What cleans up after a caller that is killed outright: a small watchdog process, one per caller.
+
+A launcher stops what it started when it returns, raises or is interrupted; a caller killed
+with SIGKILL (or by the out-of-memory killer) runs no code at all. On Linux each child the
+course forks dies with it (PR_SET_PDEATHSIG, `supervision.isolate`), but not what that child
+started in turn, nor a child that is a new interpreter (`run_python`, torchrun's workers).
+
+So the first launch in a process starts a watchdog: a fresh Python without site packages,
+in a session of its own, not a child of the caller (it forks once and the first process
+exits, so the caller's children are only what it launched), reading a pipe that only the
+caller holds open. The caller tells it
+which process groups and temporary folders are in use (and when they are done with) in an
+unlinked file they share, which wakes nothing (a message on the pipe would wake the watchdog
+on every launch, which on a busy machine costs the launch milliseconds); every
+process the course starts carries a mark in its environment (`MARK`), inherited by every
+new interpreter below it. When the pipe reaches its end (the caller ended, however it
+ended), the watchdog kills the groups still listed, then every process of this user whose
+environment carries the caller's mark (and its group), removes the folders still listed,
+and exits. A caller that ends normally has nothing listed and no marked process left.
+
+Windows has neither process groups nor a parent-death signal: no watchdog runs there.
+macOS has no /proc: there the groups and folders are cleaned up, not marked processes
+outside them; without PR_SET_PDEATHSIG a forked rank outlives its killed caller until the
+watchdog kills its group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+
+MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's processes
+_POSIX = os.name == "posix"  # Windows has no process groups to kill nor fds to pass: no watchdog
+
+_WATCHDOG = r"""
+import os, shutil, signal, sys
+if os.fork():  # the watchdog is the grandchild: no child of the caller to count or to wait for
+    os._exit(0)
+mark, log, groups, folders = sys.argv[1].encode(), int(sys.argv[2]), set(), set()
+while os.read(0, 65536):  # the caller writes nothing here: the end of the pipe is its end
+    pass
+os.lseek(log, 0, os.SEEK_SET)
+text = b""
+while chunk := os.read(log, 1 << 20):
+    text += chunk
+for line in text.split(b"\n"):
+    kind, item = line[:2], line[2:].decode()
+    if kind[:1] == b"+":
+        (groups if kind[1:] == b"g" else folders).add(item)
+    elif kind[:1] == b"-":
+        (groups if kind[1:] == b"g" else folders).discard(item)
+kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+for group in groups:
+    try:
+        os.killpg(int(group), kill)
+    except OSError:
+        pass
+if os.path.isdir("/proc"):
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as env:
+                    marked = b"\0" + mark + b"\0" in b"\0" + env.read()
+                if marked:
+                    group = os.getpgid(int(entry))
+                    if group not in (1, os.getpgrp()):
+                        os.killpg(group, kill)
+                    os.kill(int(entry), kill)
+            except OSError:
+                pass
+for folder in folders:
+    shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
+class _Watchdog:
+    """This process's watchdog: the pipe to it, and the mark its processes carry."""
+
+    def __init__(self) -> None:
+        self.mark = f"{os.getpid()}-{uuid.uuid4().hex}"
+        self._log = tempfile.TemporaryFile()  # unlinked: nothing on disk, whoever ends first
+        read_end, self._pipe = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, f"{MARK}={self.mark}", str(self._log.fileno())],
+                pass_fds=(self._log.fileno(),),
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C or a signal to the caller's group does not reach it
+            )
+        finally:
+            os.close(read_end)
+        self.process.wait()  # the intermediate process, which exits at once
+        os.set_inheritable(self._pipe, False)
+
+    def tell(self, line: str) -> None:
+        """Note lines for the watchdog to read when this process ends (appended: one write each)."""
+        if line:
+            os.write(self._log.fileno(), line.encode() + b"\n")
+
+
+_current: _Watchdog | None = None
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: the parent's watchdog is the parent's; the child starts its own if it needs one."""
+    global _current
+    if _current is not None:
+        with contextlib.suppress(OSError):
+            os.close(_current._pipe)
+        _current._log.close()  # this process's copy only
+    _current = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _watchdog() -> _Watchdog:
+    """This process's watchdog, started at the first use."""
+    global _current
+    if _current is None:
+        _current = _Watchdog()
+    return _current
+
+
+def start_watchdog() -> None:
+    """Start this process's watchdog now, if it is not running yet (before a launch makes anything)."""
+    if _POSIX:
+        _watchdog()
+
+
+def mark() -> dict[str, str]:
+    """The environment entry that marks a child (and all it starts) as this caller's, for the watchdog."""
+    return {MARK: _watchdog().mark} if _POSIX else {}
+
+
+def watch_group(*pgids: int) -> None:
+    """Have the watchdog kill process groups `pgids` should this process end before `release_group`."""
+    if _POSIX:
+        _watchdog().tell("\n".join(f"+g{int(pgid)}" for pgid in pgids))
+
+
+def release_group(*pgids: int) -> None:
+    """Process groups `pgids` were stopped: nothing for the watchdog to do about them."""
+    if _POSIX:
+        _watchdog().tell("\n".join(f"-g{int(pgid)}" for pgid in pgids))
+
+
+def watch_folder(path: str) -> None:
+    """Have the watchdog remove the folder `path` should this process end before `release_folder`."""
+    if _POSIX:
+        _watchdog().tell(f"+d{os.path.abspath(path)}")
+
+
+def release_folder(path: str) -> None:
+    """The folder `path` was removed: nothing for the watchdog to do about it."""
+    if _POSIX:
+        _watchdog().tell(f"-d{os.path.abspath(path)}")

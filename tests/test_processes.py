@@ -1,0 +1,203 @@
+"""The public face of `course_utils.processes`: what notebooks import, and what the wing depends on."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from processes import left_behind
+
+import course_utils.processes as wing
+from course_utils.processes import launch, run_nodes, run_python, run_torchrun
+
+WING = Path(wing.__file__).parent
+
+
+def test_every_public_name_is_the_one_its_module_defines():
+    for name in wing.__all__:
+        obj = getattr(wing, name)
+        module = getattr(obj, "__module__", None)
+        if module is not None:  # a function or class: defined inside the wing, once
+            assert module.startswith("course_utils.processes."), (name, module)
+    assert wing.launch.__module__ == "course_utils.processes.launcher"
+    assert wing.run_python.__module__ == "course_utils.processes.child_python"
+    assert wing.run_torchrun.__module__ == "course_utils.processes.torchrun"
+    assert wing.free_port.__module__ == "course_utils.processes.supervision"
+
+
+def _course_imports(path: Path) -> set[str]:
+    """The `course_utils` modules that the file at `path` imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_utils"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("course_utils")}
+    return found
+
+
+def test_the_wing_depends_on_no_lesson_module_but_the_driver_check():
+    """Starting processes does not depend on choosing GPUs: only `gpus.cuda_driver_started`."""
+    outside = set()
+    for path in WING.glob("*.py"):
+        outside |= {m for m in _course_imports(path) if not m.startswith("course_utils.processes")}
+    assert outside == {"course_utils.gpus"}
+
+
+# --- Callers killed outright, interrupted, or left waiting -------------------------------------
+# Each test forks a caller from this process (as a Jupyter kernel would call a launcher), so no
+# interpreter has to start; the caller's temporary files go to a folder of the test's own.
+
+
+LINUX = sys.platform.startswith("linux")
+# What every started process does: start two children (one in its own group, one in its own
+# session, as a DataLoader worker and a daemon would), say so with a file, then wait.
+FAMILY = """
+import os, subprocess, sys, time
+subprocess.Popen(["sleep", "600"])
+subprocess.Popen(["sleep", "600"], start_new_session=True)
+open(os.path.join(sys.argv[1], f"up-{os.getpid()}"), "w").close()
+time.sleep(600)
+"""
+
+
+def family_rank(signals: str) -> None:
+    """A rank of `launch` that starts a family, as FAMILY does."""
+    exec(compile(FAMILY, "family", "exec"), {"__name__": "family"})
+
+
+def _call(launcher: str, signals: str, script: str) -> None:
+    """In the forked caller: start `launcher` on processes that start a family each, and wait."""
+    sys.argv = ["caller", signals]
+    if launcher == "launch":
+        launch(family_rank, 2, args=(signals,), timeout=120)
+    elif launcher == "run_python":
+        run_python(FAMILY, signals, timeout=120)
+    elif launcher == "run_torchrun":
+        run_torchrun(script, [signals], nproc_per_node=2, timeout=120)
+    else:
+        run_nodes(script, [signals], nnodes=2, nproc_per_node=1, timeout=120)
+
+
+def _fork_caller(launcher: str, signals: str, script: str, temp: str) -> int:
+    """Fork a caller that runs `launcher`; return its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            tempfile.tempdir = temp
+            _call(launcher, signals, script)
+            code = 0
+        except KeyboardInterrupt:
+            code = 3
+        except BaseException:
+            code = 2
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports that `pid` and its descendants listen on."""
+    ports = set()
+    with contextlib.suppress(psutil.Error):
+        family = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        for proc in family:
+            with contextlib.suppress(psutil.Error):
+                ports |= {c.laddr.port for c in proc.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    return ports
+
+
+@pytest.fixture
+def places(tmp_path):
+    """A folder for the callers' temporary files, one for the families' files, and the script."""
+    temp, signals = tmp_path / "temp", tmp_path / "signals"
+    temp.mkdir()
+    signals.mkdir()
+    script = tmp_path / "family.py"
+    script.write_text(FAMILY)
+    return str(temp), str(signals), str(script)
+
+
+def _wait_for_families(signals: str, count: int, caller: int, timeout: float = 60.0) -> None:
+    """Wait until `count` processes said their family is up (or the caller ended)."""
+    deadline = time.monotonic() + timeout
+    while len(os.listdir(signals)) < count and time.monotonic() < deadline:
+        if os.waitpid(caller, os.WNOHANG)[0]:
+            pytest.fail("the caller ended before its processes were up")
+        time.sleep(0.02)
+    assert len(os.listdir(signals)) >= count, "the processes did not come up"
+
+
+PROCESSES = {"launch": 2, "run_python": 1, "run_torchrun": 2, "run_nodes": 2}
+
+
+@pytest.mark.skipif(not LINUX, reason="what outlives a killed caller is cleaned up fully on Linux only")
+@pytest.mark.parametrize("moment", ["starting", "running"])
+@pytest.mark.parametrize("launcher", list(PROCESSES))
+def test_a_caller_killed_outright_leaves_nothing(places, launcher, moment):
+    """SIGKILL to the caller while its processes start, or once they run with their families:
+    no process (descendants included), no listening port and no temporary file is left."""
+    temp, signals, script = places
+    caller = _fork_caller(launcher, signals, script, temp)
+    ports: set[int] = set()
+    if moment == "starting":
+        time.sleep(0.1)
+    else:
+        _wait_for_families(signals, PROCESSES[launcher], caller)
+        ports = _listening_ports(caller)
+    os.kill(caller, signal.SIGKILL)
+    os.waitpid(caller, 0)
+    assert left_behind(grace=10) == []
+    assert os.listdir(temp) == []
+    for port in ports:  # nobody listens there any more
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("127.0.0.1", port))
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
+@pytest.mark.parametrize("delay", [0.02, 0.1, 0.3])
+def test_ctrl_c_while_ranks_start_stops_the_launch(places, delay):
+    """An interrupt that arrives while ranks are being forked is not lost in a fork hook."""
+    temp, _, _ = places
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            tempfile.tempdir = temp
+            launch(time.sleep, 32, args=(600,), timeout=120)
+        except KeyboardInterrupt:
+            code = 3
+        finally:
+            os._exit(code)
+    time.sleep(delay)
+    os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + 60  # far less than the launch's timeout of 120 s
+    while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not done[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the interrupted launch ran on")
+    assert os.waitstatus_to_exitcode(done[1]) == 3  # a KeyboardInterrupt reached the caller
+    assert left_behind(grace=10) == []
+    assert os.listdir(temp) == []
+
+
+def test_run_python_does_not_wait_for_what_the_child_left_running():
+    """A grandchild holding the child's output must not keep run_python waiting, nor survive."""
+    result = run_python("import subprocess; subprocess.Popen(['sleep', '1242']); print('done')", timeout=30)
+    assert result.ok and result.stdout == "done\n"
+    assert left_behind(grace=5) == []
