@@ -1,8 +1,9 @@
 """Every link to the course's repository, made from the one URL in pyproject.toml's [project.urls].
 
-Usage: python3 scripts/links.py [URL] [--check]
+    python3 course.py retarget [URL] [--check]      (or python3 scripts/links.py ...)
 
-Without URL: bring every notebook's "Open in Colab" badge and set-up cell in line with the
+Without URL: bring every notebook's launch buttons (Colab and SageMaker Studio Lab on every
+notebook, Kaggle, with its free GPUs, from notebook 05 on) and its set-up cell in line with the
 repository named in pyproject.toml. With URL (https://github.com/OWNER/NAME): first point
 pyproject.toml, README.md, CONTRIBUTING.md and every notebook at that repository (a fork, say).
 With --check: change nothing, list what is out of line and exit 1 if anything is.
@@ -11,6 +12,7 @@ Only the standard library is used, so any Python 3.11+ runs it without the cours
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -22,15 +24,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BRANCH = "main"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+KAGGLE_BADGE = "https://kaggle.com/static/images/open-in-kaggle.svg"
+STUDIO_LAB_BADGE = "https://studiolab.sagemaker.aws/studiolab.svg"
+KAGGLE_FROM = 5  # Kaggle's two free T4 GPUs suit the multi-GPU lessons: notebooks 05 onwards carry its button
 BADGE_LINE = re.compile(r"^\[!\[Open In Colab\]\(.*$\n?", re.MULTILINE)
-SETUP_MARKER = "# Set-up for Colab and Kaggle"
+SETUP_MARKER = "# Set-up for Colab, Kaggle and Studio Lab"
 SETUP_CELL_ID = "course-setup"
 # Text files that may link to the repository; notebooks are handled cell by cell.
 TEXT_FILES = ("pyproject.toml", "README.md", "CONTRIBUTING.md")
 # The forms in which the course links to its own repository: Binder, Colab, clone and pip-from-git.
 COURSE_LINK = re.compile(
     r"(?:mybinder\.org/v2/gh/|colab\.research\.google\.com/github/|git clone https://github\.com/"
-    r"|git\+https://github\.com/)(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?=[/?#)\]\s\"'`]|$)"
+    r"|git\+https://github\.com/|studiolab\.sagemaker\.aws/import/github/|kernels/welcome\?src=https://github\.com/)(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?=[/?#)\]\s\"'`]|$)"
 )
 GITHUB_URL = re.compile(r"^https://github\.com/(?P<owner>[\w-]+)/(?P<name>[\w.-]+?)(?:\.git)?/?$")
 
@@ -51,13 +56,29 @@ class Repository:
         """The address that opens `notebook` (a file name in notebooks/) on Colab."""
         return f"https://colab.research.google.com/github/{self.owner}/{self.name}/blob/{BRANCH}/notebooks/{notebook}"
 
+    def github(self, notebook: str) -> str:
+        """The notebook's page on GitHub, from which Kaggle imports it."""
+        return f"{self.url}/blob/{BRANCH}/notebooks/{notebook}"
+
+    def kaggle(self, notebook: str) -> str:
+        """The address that imports `notebook` from GitHub into a Kaggle notebook."""
+        return f"https://kaggle.com/kernels/welcome?src={self.github(notebook)}"
+
+    def studio_lab(self, notebook: str) -> str:
+        """The address that imports `notebook` from GitHub into SageMaker Studio Lab."""
+        return f"https://studiolab.sagemaker.aws/import/github/{self.owner}/{self.name}/blob/{BRANCH}/notebooks/{notebook}"
+
     def binder(self, notebook: str) -> str:
         """The address that builds the course on Binder and opens `notebook` in JupyterLab."""
         return f"https://mybinder.org/v2/gh/{self.owner}/{self.name}/HEAD?labpath=notebooks%2F{notebook}"
 
     def badge(self, notebook: str) -> str:
-        """The markdown line of the "Open in Colab" badge for `notebook`."""
-        return f"[![Open In Colab]({COLAB_BADGE})]({self.colab(notebook)})"
+        """The markdown line of `notebook`'s launch buttons: Colab, Kaggle from notebook 05 on, Studio Lab."""
+        buttons = [f"[![Open In Colab]({COLAB_BADGE})]({self.colab(notebook)})"]
+        if int(notebook[:2]) >= KAGGLE_FROM:
+            buttons.append(f"[![Open In Kaggle]({KAGGLE_BADGE})]({self.kaggle(notebook)})")
+        buttons.append(f"[![Open In SageMaker Studio Lab]({STUDIO_LAB_BADGE})]({self.studio_lab(notebook)})")
+        return " ".join(buttons)
 
 
 def parse_repository(url: str) -> Repository:
@@ -79,76 +100,26 @@ def read_repository(pyproject: str) -> Repository:
     return parse_repository(urls["Repository"])
 
 
-def supported_torch(pyproject: str) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(lowest supported, first unsupported) torch release, from pyproject.toml.
+SETUP_TEMPLATE = "\n".join(
+    [
+        "{marker}: where the course is installed (a clone, conda, Binder) this does nothing.",
+        "import importlib.util, subprocess, sys",
+        'if importlib.util.find_spec("course_utils") is None:  # pip installs course_utils; '
+        "course_utils.setup does the rest",
+        '    for step in (["pip", "install", "-q", "--no-deps", "{source}"], '
+        '["course_utils.setup", "{source}"]): subprocess.check_call([sys.executable, "-m", *step])',
+        "",
+    ]
+)
 
-    Read from `[tool.course] supported-torch` (">=X.Y,<X.Z") where the course declares its range,
-    else from the torch requirement (torch==X.Y.* or torch>=X.Y,<X.Z). The set-up cell keeps a
-    Colab or Kaggle runtime's own torch when it lies in this range.
+
+def setup_cell_source(source: str) -> str:
+    """The first code cell of every notebook: a no-op where `course_utils` imports, else sets the course up.
+
+    `source` is what pip installs the course from (`git+https://github.com/OWNER/NAME`); the
+    logic (keep or install torch, the other requirements, the worker scripts) is in course_utils.setup.
     """
-    data = tomllib.loads(pyproject)
-    declared = data.get("tool", {}).get("course", {}).get("supported-torch")
-    for requirement in [f"torch{declared}"] if declared else data["project"]["dependencies"]:
-        if pinned := re.fullmatch(r"torch\s*==\s*(\d+)\.(\d+)\.\*", requirement):
-            major, minor = int(pinned[1]), int(pinned[2])
-            return (major, minor), (major, minor + 1)
-        if ranged := re.fullmatch(r"torch\s*>=\s*(\d+)\.(\d+)\s*,\s*<\s*(\d+)\.(\d+)", requirement):
-            return (int(ranged[1]), int(ranged[2])), (int(ranged[3]), int(ranged[4]))
-    raise ValueError(
-        "pyproject.toml names the supported torch releases neither in [tool.course] supported-torch "
-        '(">=X.Y,<X.Z") nor in its torch requirement (torch==X.Y.* or torch>=X.Y,<X.Z): write one of those.'
-    )
-
-
-SETUP_TEMPLATE = '''\
-{marker}: where the course is installed (a clone, conda, Binder) this does nothing.
-import importlib.util
-
-if importlib.util.find_spec("course_utils") is None:  # Colab, Kaggle: install the course from GitHub
-    import importlib.metadata
-    import os
-    import re
-    import subprocess
-    import sys
-
-    COURSE = os.environ.get("COURSE_INSTALL_SOURCE", "git+{url}")
-    # The torch releases the course supports, [lowest, first unsupported), from the course's
-    # pyproject.toml (`python3 course.py retarget` writes them here).
-    SUPPORTED_TORCH = ({low}, {high})
-
-    def pip_install(*args: str) -> None:
-        """Run pip in this kernel's Python; stop with what to do if it fails."""
-        status = subprocess.call([sys.executable, "-m", "pip", "install", "--quiet", *args])
-        if status != 0:
-            raise RuntimeError(
-                f"pip install {{' '.join(args)}} failed (exit status {{status}}; its messages are above). "
-                "The runtime needs internet access (on Kaggle: turn Internet on in the settings)."
-            )
-        importlib.invalidate_caches()
-
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = None
-    release = torch_version and tuple(int(n) for n in re.findall(r"\\d+", torch_version)[:2])
-    if release and SUPPORTED_TORCH[0] <= release < SUPPORTED_TORCH[1]:
-        pip_install("--no-deps", COURSE)  # keep this runtime's torch, then add what else the course needs
-        needs = importlib.metadata.requires("course-utils") or []
-        others = [n for n in needs if "extra ==" not in n and re.split(r"[\\s=<>!~;(\\[]", n)[0] != "torch"]
-        if others:
-            pip_install(*others)
-        print(f"Installed the course from {{COURSE}}, keeping this runtime's torch {{torch_version}}.")
-    else:
-        pip_install(COURSE)
-        print(f"Installed the course from {{COURSE}} with the torch it supports.")
-    import course_utils
-'''
-
-
-def setup_cell_source(repo: Repository, torch_range: tuple[tuple[int, int], tuple[int, int]]) -> str:
-    """The first code cell of every notebook: a no-op where `course_utils` imports, else installs it."""
-    low, high = torch_range
-    return SETUP_TEMPLATE.format(marker=SETUP_MARKER, url=repo.url, low=low, high=high)
+    return SETUP_TEMPLATE.format(marker=SETUP_MARKER, source=source)
 
 
 def _source(cell: dict) -> str:
@@ -171,7 +142,7 @@ def with_badge(markdown: str, badge: str) -> str:
 def retarget_text(text: str, old: Repository, new: Repository) -> str:
     """`text` with every link to repository `old` pointed at `new` (other repositories untouched)."""
     link = re.compile(
-        r"(github\.com/|/v2/gh/|\.com/github/)"
+        r"(github\.com/|/v2/gh/|\.com/github/|/import/github/)"
         + re.escape(f"{old.owner}/{old.name}")
         + r"(?=\.git|[/?#)\]\s\"'`]|$)",
         re.MULTILINE,
@@ -184,9 +155,12 @@ def foreign_links(text: str, repo: Repository) -> list[str]:
     return [m[0] for m in COURSE_LINK.finditer(text) if (m["owner"], m["name"]) != (repo.owner, repo.name)]
 
 
-def sync_notebook(
-    nb: dict, name: str, repo: Repository, torch_range: tuple[tuple[int, int], tuple[int, int]]
-) -> list[str]:
+def is_setup_cell(cell: dict) -> bool:
+    """Whether `cell` is a set-up cell: by its id, or by its opening comment (this one or an older one)."""
+    return cell.get("id") == SETUP_CELL_ID or _source(cell).startswith("# Set-up for Colab")
+
+
+def sync_notebook(nb: dict, name: str, repo: Repository) -> list[str]:
     """Put the badge and the set-up cell into notebook `nb` (in place); return what was changed."""
     changes = []
     cells = nb["cells"]
@@ -197,12 +171,14 @@ def sync_notebook(
     if badged != _source(title):
         _set_source(title, badged)
         changes.append("badge")
-    wanted = setup_cell_source(repo, torch_range)
+    wanted = setup_cell_source(f"git+{repo.url}")
     first_code = next((c for c in cells if c.get("cell_type") == "code"), None)
-    if first_code is not None and _source(first_code).startswith(SETUP_MARKER):
+    if first_code is not None and is_setup_cell(first_code):
         if _source(first_code) != wanted:
             _set_source(first_code, wanted)
-            first_code.update(execution_count=None, outputs=[])  # stale: regenerate fills it in
+            first_code[
+                "outputs"
+            ] = []  # where the course is installed it prints nothing: still its stored form
             changes.append("set-up cell updated")
     else:
         cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": []}
@@ -228,7 +204,6 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
     pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
     old = read_repository(pyproject)
     new = parse_repository(new_url) if new_url else old
-    torch_range = supported_torch(pyproject)
     report = []
     for rel in TEXT_FILES:
         path = root / rel
@@ -250,7 +225,7 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
             source = _source(cell)
             if (moved := retarget_text(source, old, new)) != source:
                 _set_source(cell, moved)
-        changes = sync_notebook(nb, path.name, new, torch_range)
+        changes = sync_notebook(nb, path.name, new)
         changed = notebook_text(nb)
         if changed != text:
             report.append(f"notebooks/{path.name}: " + ", ".join(changes or ["links retargeted"]))
@@ -264,19 +239,26 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
 
 def main(argv: Sequence[str]) -> int:
     """Command line: [URL] [--check]; see the module's docstring."""
-    check = "--check" in argv
-    rest = [a for a in argv if a != "--check"]
-    if len(rest) > 1 or any(a.startswith("-") for a in rest):
-        print(__doc__)
-        return 2
+    parser = argparse.ArgumentParser(
+        prog="python3 course.py retarget",
+        description="Bring every link to the course's repository and every notebook's launch buttons and "
+        "set-up cell in line with pyproject.toml's [project.urls] Repository.",
+    )
+    parser.add_argument(
+        "url", nargs="?", help="first point everything at this repository: https://github.com/OWNER/NAME"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; list what is out of line, exit 1 if any"
+    )
+    args = parser.parse_args(argv)
     try:
-        report = update(ROOT, rest[0] if rest else None, check=check)
+        report = update(ROOT, args.url, check=args.check)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for line in report:
         print(line)
-    if check:
+    if args.check:
         return 1 if report else 0
     if any(line.startswith("notebooks/") for line in report):
         print("Now run `python3 course.py regenerate` on the notebooks listed to store their outputs.")

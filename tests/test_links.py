@@ -62,14 +62,14 @@ def test_sync_puts_badge_and_set_up_cell_into_every_notebook_and_is_idempotent(c
     report = links.update(course_copy)
     notebooks = sorted((course_copy / "notebooks").glob("*.ipynb"))
     assert len(report) == len(notebooks)
-    torch_range = links.supported_torch((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     for path in notebooks:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         title = "".join(cells[0]["source"]).splitlines()
         assert title[1:4] == ["", REPO.badge(path.name), ""]
         first_code = next(c for c in cells if c["cell_type"] == "code")
-        assert "".join(first_code["source"]) == links.setup_cell_source(REPO, torch_range)
+        assert "".join(first_code["source"]) == links.setup_cell_source(f"git+{REPO.url}")
         assert first_code["id"] == links.SETUP_CELL_ID
+        assert len(first_code["source"]) <= 4, f"{path.name}: the set-up cell has more than 4 lines"
     before = all_text(course_copy)
     assert links.update(course_copy) == []
     assert all_text(course_copy) == before
@@ -105,15 +105,36 @@ def test_a_bad_url_says_what_to_give(bad):
         links.parse_repository(bad)
 
 
-def test_supported_range_comes_from_the_torch_requirement():
-    pin = '[project]\ndependencies = ["numpy", "torch==2.13.*"]\n'
-    assert links.supported_torch(pin) == ((2, 13), (2, 14))
-    ranged = '[project]\ndependencies = ["torch>=2.6,<2.16"]\n'
-    assert links.supported_torch(ranged) == ((2, 6), (2, 16))
-    declared = '[project]\ndependencies = ["torch==2.13.*"]\n[tool.course]\nsupported-torch = ">=2.8,<2.16"\n'
-    assert links.supported_torch(declared) == ((2, 8), (2, 16))
-    with pytest.raises(ValueError, match=r"torch==X\.Y"):
-        links.supported_torch('[project]\ndependencies = ["torch"]\n')
+def test_every_notebook_has_colab_and_studio_lab_and_from_05_on_kaggle():
+    owner_name = f"{REPO.owner}/{REPO.name}"
+    github = f"https://github.com/{owner_name}/blob/main/notebooks/"
+    for name in (
+        "00_start_here.ipynb",
+        "04_choosing_gpus.ipynb",
+        "05_data_parallel.ipynb",
+        "12_new_lesson.ipynb",
+    ):
+        badge = REPO.badge(name)
+        assert f"(https://colab.research.google.com/github/{owner_name}/blob/main/notebooks/{name})" in badge
+        assert (
+            f"(https://studiolab.sagemaker.aws/import/github/{owner_name}/blob/main/notebooks/{name})"
+            in badge
+        )
+        kaggle = f"(https://kaggle.com/kernels/welcome?src={github}{name})"
+        assert (kaggle in badge) is (int(name[:2]) >= 5), name  # by number: a new notebook 12 gets it too
+    committed = all_text(ROOT)
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        assert REPO.badge(path.name) in committed
+        assert (f"{github}{path.name}" in committed) is (int(path.name[:2]) >= 5)
+
+
+def test_the_kaggle_and_studio_lab_links_of_another_repository_are_caught():
+    fork = links.parse_repository(FORK)
+    text = fork.badge("07_launching_and_multi_node.ipynb")
+    found = links.foreign_links(text, REPO)
+    assert "kernels/welcome?src=https://github.com/an-instructor/my-gpu-course" in found
+    assert "studiolab.sagemaker.aws/import/github/an-instructor/my-gpu-course" in found
+    assert links.foreign_links(text, fork) == []
 
 
 def test_the_command_line_check_exits_1_on_a_stale_copy(course_copy):
@@ -125,6 +146,10 @@ def test_the_command_line_check_exits_1_on_a_stale_copy(course_copy):
     assert result.returncode == 1 and "set-up cell inserted" in result.stdout
     result = subprocess.run([sys.executable, str(script), "not-a-url"], capture_output=True, text=True)
     assert result.returncode == 2 and "https://github.com/OWNER/NAME" in result.stderr
+    result = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "--check" in result.stdout and "URL" in result.stdout.upper()
+    result = subprocess.run([sys.executable, str(script), "--chek"], capture_output=True, text=True)
+    assert result.returncode == 2 and "unrecognized arguments: --chek" in result.stderr
 
 
 def test_course_retarget_runs_the_links_script_without_setting_up_the_course(monkeypatch):

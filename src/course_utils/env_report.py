@@ -11,11 +11,8 @@ reads the control group (cgroup) limits of this process and shows them where the
 
 from __future__ import annotations
 
-import operator
 import os
 import platform
-import re
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -26,9 +23,8 @@ import psutil
 import torch
 
 from course_utils.gpus import Inventory, nvml_inventory
+from course_utils.setup import SUPPORTED_TORCH, torch_in_range
 
-# The course's root: every install route installs course_utils editable (`pip install -e .`).
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 _V1_NO_LIMIT = 2**60  # cgroup v1 writes about 2**63 (rounded to a page) for "no memory limit"
@@ -140,44 +136,7 @@ def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_S
     return CgroupLimits(memory_bytes=memory, cpus=_smallest(cpus))
 
 
-def supported_torch(pyproject: Path = PYPROJECT) -> str:
-    """The PyTorch releases the course supports, e.g. ">=2.13,<2.16": `[tool.course]` in pyproject.toml."""
-    try:
-        return tomllib.loads(pyproject.read_text())["tool"]["course"]["supported-torch"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError) as err:
-        raise ValueError(
-            f"No supported PyTorch range in {pyproject.name} ([tool.course] supported-torch): {err!r}. "
-            "Install the course from its repository with `pip install -e .`."
-        ) from err
-
-
-_COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """The release numbers of a version: "2.14.1+cu130" -> (2, 14, 1); "2.16.0.dev20260101" -> (2, 16, 0)."""
-    found = re.match(r"\d+(?:\.\d+)*", version.strip())
-    if found is None:
-        raise ValueError(f"{version!r} is not a version; pass one such as torch.__version__ ('2.13.0+cpu').")
-    return tuple(int(part) for part in found.group().split("."))
-
-
-def torch_in_range(version: str, spec: str) -> bool:
-    """Whether a PyTorch version lies in a range such as ">=2.13,<2.16" (local labels like +cpu ignored)."""
-    have = _release(version)
-    for clause in spec.split(","):
-        found = re.fullmatch(r"\s*(>=|<=|==|>|<)\s*(\d+(?:\.\d+)*)\s*", clause)
-        if found is None:
-            raise ValueError(f"Cannot read {clause!r} in the range {spec!r}; write it like '>=2.13,<2.16'.")
-        bound = _release(found.group(2))
-        width = max(len(have), len(bound))
-        padded = have + (0,) * (width - len(have)), bound + (0,) * (width - len(bound))
-        if not _COMPARE[found.group(1)](*padded):
-            return False
-    return True
-
-
-def torch_support(version: str, spec: str) -> str:
+def torch_support(version: str, spec: str = SUPPORTED_TORCH) -> str:
     """One line on a PyTorch version against the supported range: fine, or what fails and how to get one."""
     if torch_in_range(version, spec):
         return f"{version} (in the course's supported range {spec})"
@@ -197,7 +156,7 @@ class EnvironmentReport:
 
     python_version: str
     torch_version: str
-    supported_torch: str | None  # the course's supported range; None where pyproject.toml is absent
+    supported_torch: str  # the course's supported range, course_utils.setup.SUPPORTED_TORCH
     torch_cuda_build: str | None  # CUDA version torch was built with; None for a CPU build
     accelerator: str | None  # torch.accelerator's device type: "cuda", "mps", "xpu"... or None
     accelerator_count: int
@@ -225,8 +184,6 @@ class EnvironmentReport:
         return f"{self.usable_cpu_cores} / {self.cpu_cores}"
 
     def _torch_row(self) -> str:
-        if self.supported_torch is None:
-            return f"{self.torch_version} (supported range unknown: the course's pyproject.toml is missing)"
         return torch_support(self.torch_version, self.supported_torch)
 
     def _ram_row(self) -> str:
@@ -296,14 +253,10 @@ def environment_report(
     except AttributeError:  # macOS and Windows have no affinity call
         usable = os.cpu_count() or 1
     limits = read_cgroup_limits(cgroup_root, proc_self_cgroup)
-    try:
-        spec: str | None = supported_torch(PYPROJECT)
-    except ValueError:
-        spec = None
     return EnvironmentReport(
         python_version=platform.python_version(),
         torch_version=torch.__version__,
-        supported_torch=spec,
+        supported_torch=SUPPORTED_TORCH,
         torch_cuda_build=torch.version.cuda,
         accelerator=kind,
         accelerator_count=count,

@@ -1,0 +1,190 @@
+"""Set the course up in a runtime that has not got it (Colab, Kaggle, Studio Lab), and the supported range.
+
+Every notebook's first code cell installs `course_utils` alone from the course's repository
+(`pip install --no-deps`), then runs `python -m course_utils.setup SOURCE`: this module. It keeps
+the runtime's PyTorch when that lies in `SUPPORTED_TORCH` (a multi-GB download saved), else
+installs the pinned release, adds the course's other requirements, and copies the course's worker
+scripts (`notebooks/workers/`, which pip does not install) into `./workers`, where notebooks 07, 08
+and 09 start them. Only the standard library is used and torch is never imported here: the torch
+this module may replace must not be loaded in the kernel first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import io
+import operator
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# The PyTorch releases the course supports: every notebook runs and its compared outputs match on
+# each. It travels with the installed package; tests/test_torch_range.py checks that it equals
+# `[tool.course] supported-torch` in pyproject.toml.
+SUPPORTED_TORCH = ">=2.9,<2.16"
+DISTRIBUTION = "course-utils"
+WORKERS = "workers"  # the folder, beside the notebook, that holds the scripts notebooks start
+GITHUB_SOURCE = re.compile(
+    r"^git\+https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?:@(?P<ref>\S+))?$"
+)
+
+_COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version: "2.14.1+cu130" -> (2, 14, 1); "2.16.0.dev20260101" -> (2, 16, 0)."""
+    found = re.match(r"\d+(?:\.\d+)*", version.strip())
+    if found is None:
+        raise ValueError(f"{version!r} is not a version; pass one such as torch.__version__ ('2.13.0+cpu').")
+    return tuple(int(part) for part in found.group().split("."))
+
+
+def torch_in_range(version: str, spec: str = SUPPORTED_TORCH) -> bool:
+    """Whether a PyTorch version lies in a range such as ">=2.9,<2.16" (local labels like +cpu ignored)."""
+    have = _release(version)
+    for clause in spec.split(","):
+        found = re.fullmatch(r"\s*(>=|<=|==|>|<)\s*(\d+(?:\.\d+)*)\s*", clause)
+        if found is None:
+            raise ValueError(f"Cannot read {clause!r} in the range {spec!r}; write it like '>=2.9,<2.16'.")
+        bound = _release(found.group(2))
+        width = max(len(have), len(bound))
+        padded = have + (0,) * (width - len(have)), bound + (0,) * (width - len(bound))
+        if not _COMPARE[found.group(1)](*padded):
+            return False
+    return True
+
+
+def course_requirements(requires: Sequence[str]) -> tuple[str | None, list[str]]:
+    """(the torch requirement, the others) among an installed course's requirements, extras left out."""
+    torch, others = None, []
+    for requirement in requires:
+        if "extra ==" in requirement:
+            continue
+        if re.split(r"[\s=<>!~;(\[]", requirement, maxsplit=1)[0].lower() == "torch":
+            torch = requirement
+        else:
+            others.append(requirement)
+    return torch, others
+
+
+def pip_install(*args: str) -> None:
+    """Run pip in this Python; stop with what to do if it fails."""
+    status = subprocess.call([sys.executable, "-m", "pip", "install", "--quiet", *args])
+    if status != 0:
+        raise RuntimeError(
+            f"pip install {' '.join(args)} failed (exit status {status}; its messages are above). "
+            "The runtime needs internet access (on Kaggle: turn Internet on in the notebook's settings)."
+        )
+
+
+def _installed(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def install_requirements(install: Callable[..., None] = pip_install) -> str:
+    """Install what the course needs beside itself; keep a torch in the supported range. Say what was done."""
+    torch_requirement, others = course_requirements(importlib.metadata.requires(DISTRIBUTION) or [])
+    have = _installed("torch")
+    if have is not None and torch_in_range(have):
+        wanted, said = others, f"kept this runtime's torch {have} (in the supported range {SUPPORTED_TORCH})"
+    else:
+        pinned = torch_requirement or f"torch{SUPPORTED_TORCH}"
+        found = f"torch {have} is outside the supported range {SUPPORTED_TORCH}" if have else "no torch found"
+        wanted, said = [pinned, *others], f"{found}: installed {pinned}"
+    if wanted:
+        install(*wanted)
+    return said
+
+
+def workers_archive(source: str) -> str:
+    """The address of a gzipped tar of the course's files, for a `git+https://github.com/O/N[@ref]` source."""
+    found = GITHUB_SOURCE.match(source.strip())
+    if found is None:
+        raise ValueError(
+            f"Cannot tell where the worker scripts of {source!r} are: give the course's source as "
+            "git+https://github.com/OWNER/NAME[@REF] or as a local folder that holds notebooks/workers."
+        )
+    return f"https://github.com/{found['owner']}/{found['name']}/archive/{found['ref'] or 'HEAD'}.tar.gz"
+
+
+def _extract_workers(archive: bytes, destination: Path) -> int:
+    """Write the files under */notebooks/workers/ of a gzipped tar into `destination`; return how many."""
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if not member.isfile() or len(parts) < 4 or parts[1:3] != ("notebooks", WORKERS):
+                continue
+            if ".." in parts or "__pycache__" in parts:
+                continue
+            target = destination.joinpath(*parts[3:])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            extracted = tar.extractfile(member)
+            if extracted is not None:
+                target.write_bytes(extracted.read())
+                count += 1
+    return count
+
+
+def fetch_workers(source: str, folder: Path, opener: Callable[[str], bytes] | None = None) -> str:
+    """Put the course's worker scripts into `folder/workers` unless they are there; say what was done.
+
+    `source` is the course's source as the set-up cell gave it to pip: a local folder (copied from
+    its notebooks/workers) or a GitHub `git+https://...` address (its archive is downloaded).
+    """
+    destination = Path(folder) / WORKERS
+    if destination.is_dir() and any(destination.glob("*.py")):
+        return f"worker scripts already in {destination}"
+    local = Path(source)
+    if local.is_dir():
+        shutil.copytree(
+            local / "notebooks" / WORKERS, destination, ignore=shutil.ignore_patterns("__pycache__")
+        )
+        return f"copied the worker scripts to {destination}"
+    url = workers_archive(source)
+    read = opener or (lambda address: urllib.request.urlopen(address, timeout=120).read())
+    with tempfile.TemporaryDirectory() as scratch:
+        count = _extract_workers(read(url), Path(scratch))
+        if count == 0:
+            raise RuntimeError(f"{url} holds no notebooks/{WORKERS}/ files: is it the course's repository?")
+        shutil.copytree(scratch, destination, dirs_exist_ok=True)
+    return f"fetched {count} worker scripts from {url} into {destination}"
+
+
+def prepare_runtime(
+    source: str, folder: Path | None = None, install: Callable[..., None] = pip_install
+) -> None:
+    """The set-up cell's second step, after `pip install --no-deps SOURCE`: requirements, then workers."""
+    done = [install_requirements(install), fetch_workers(source, Path.cwd() if folder is None else folder)]
+    print(f"Installed the course from {source}: " + "; ".join(done) + ".")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: `python -m course_utils.setup SOURCE`, as the notebooks' set-up cell runs it."""
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.setup", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument(
+        "source", help="where the course was installed from: git+https://github.com/O/N or a folder"
+    )
+    args = parser.parse_args(argv)
+    try:
+        prepare_runtime(args.source)
+    except (RuntimeError, ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
