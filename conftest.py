@@ -1,10 +1,23 @@
-"""Project-wide pytest hooks: a notebook cell that writes to stderr fails, marked or not."""
+"""Project-wide pytest hooks: a notebook's cells stay in one worker; a cell that writes to stderr fails."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
 
 import pytest
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put each notebook's cells in one xdist group: `--dist loadgroup` runs them in order in one worker.
+
+    A notebook is one kernel whose cells depend on the ones before; unit tests stay ungrouped and
+    are spread one by one.
+    """
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.endswith(".ipynb"):
+            item.add_marker(pytest.mark.xdist_group(path))
 
 
 @pytest.hookimpl(wrapper=True)
