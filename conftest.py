@@ -7,6 +7,11 @@ from collections.abc import Generator
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Know the xdist_group mark also where pytest-xdist is not loaded (`-p no:xdist`)."""
+    config.addinivalue_line("markers", "xdist_group(name): run these tests in one worker, in order")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put each notebook's cells in one xdist group: `--dist loadgroup` runs them in order in one worker.
