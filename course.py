@@ -97,7 +97,7 @@ Run ruff, then pytest: every unit test and every notebook under strict nbval, or
 ARGUMENTs given (paths, -k EXPR, -x, ...: any argument not listed below goes to pytest).
 
 pytest runs in parallel over this machine's CPUs ({worker_count()} here) with pytest-xdist: each
-notebook's cells in order in one worker, the unit tests spread one by one.
+notebook's cells in order in one worker, the unit tests spread module by module.
   -n 0                        run serially, in one process (for debugging: --pdb, -s, print())
   -n N                        N workers instead
 

@@ -45,15 +45,16 @@ def worker_count() -> int:
 def pytest_command(python: Path | str, args: list[str]) -> list[str | Path]:
     """pytest on `args`, in parallel over `worker_count()` workers unless `args` choose (`-n 0`: serially).
 
-    `--dist loadgroup` keeps each notebook's cells in order in one worker (the root conftest.py
-    puts them in one group, as nbval needs) and spreads the unit tests one by one.
+    `--dist loadscope` keeps each notebook's cells in order in one worker, as nbval needs, and
+    spreads the unit tests module by module. (`loadgroup`, which could spread them one by one,
+    does not group anything under pytest 9.2: it rewrites a node id that pytest now derives.)
     """
     if "no:xdist" in args:  # `-p no:xdist`: pytest without the plugin, serially
         return [python, "-m", "pytest", *args]
     chosen = any(arg in ("-n", "--numprocesses") or arg.startswith(("-n", "--numprocesses=")) for arg in args)
     parallel = [] if chosen else ["-n", str(worker_count())]
     if not any(arg == "--dist" or arg.startswith("--dist=") for arg in args):
-        parallel += ["--dist", "loadgroup"]
+        parallel += ["--dist", "loadscope"]
     return [python, "-m", "pytest", *parallel, *args]
 
 

@@ -28,9 +28,6 @@ from browser import UI_TIMEOUT_MS, artifact_dir, chromium_page
 from notebook_hygiene import ROOT
 from website import course_notebooks, make_server
 
-# One worker builds the site once (a module-scoped fixture): spread over workers, each would build it.
-pytestmark = pytest.mark.xdist_group("website")
-
 BUILD_TIMEOUT_S = 300
 TEXT_SUFFIXES = {".html", ".js", ".json", ".txt", ".ipynb", ".css", ".inv"}
 # Beside the clone in CI; $COURSE_SEEDS names them elsewhere (the site builds without them).
