@@ -458,7 +458,9 @@ def test_set_visible_devices_without_torch_imported(monkeypatch, no_cuda_driver)
 
 def test_set_visible_devices_uses_os_environ_by_default(monkeypatch, no_cuda_driver):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
-    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    # setenv, not delenv: monkeypatch then also undoes the value the call sets (delenv of an unset
+    # variable records nothing, and PCI_BUS_ID leaked into every later test of the process).
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
     assert set_visible_devices("1,0") == "garbage"
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1,0"
 
