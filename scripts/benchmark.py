@@ -20,7 +20,6 @@ Exits 1 when a budget is exceeded or something failed, 2 on bad arguments.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 import nbformat
 import psutil
 from course_shell import ROOT, pytest_command, worker_count
-from notebook_args import NOTEBOOKS, notebooks_from_args
+from notebook_args import NOTEBOOKS, notebook_parser, notebooks_from_args
 
 # The budgets (CONTRIBUTING.md), for a 2-core machine that is otherwise idle.
 NOTEBOOK_BUDGET_S = 15.0  # one notebook alone; its metadata `course.budget_s` may ask for less
@@ -180,22 +179,17 @@ def failure_report(run: Measured, lines: int = 60) -> str:
     return f"--- {run.name}: the last {len(tail)} lines of its output ---\n" + "\n".join(tail)
 
 
-def parser() -> argparse.ArgumentParser:
-    """The script's arguments: the notebooks to measure (default: everything)."""
-    parser = argparse.ArgumentParser(
-        prog="python3 course.py bench",
-        description="Measure the notebooks, the notebook suite, the unit tests and the whole test "
-        "against the course's budgets. With NOTEBOOKs: those alone and as a suite.",
-    )
-    parser.add_argument(
-        "notebooks", nargs="*", metavar="NOTEBOOK", help="e.g. notebooks/05_data_parallel.ipynb"
-    )
-    return parser
-
-
 def main(argv: list[str]) -> int:
     """Measure, print the table and what is over budget; 1 if anything is, 2 on bad arguments."""
-    names = parser().parse_args(argv).notebooks
+    names = (
+        notebook_parser(
+            "python3 course.py bench",
+            "Measure the notebooks, the notebook suite, the unit tests and the whole test against the "
+            "course's budgets. With NOTEBOOKs: those alone and as a suite.",
+        )
+        .parse_args(argv)
+        .notebooks
+    )
     notebooks, missing = notebooks_from_args(names)
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")

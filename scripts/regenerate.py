@@ -34,7 +34,7 @@ try:  # Ctrl-C during these imports (a second or more): one line, not an import-
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
+    from notebook_args import NOTEBOOKS, ROOT, notebook_parser, notebooks_from_args
 except KeyboardInterrupt:
     if __name__ != "__main__":
         raise
@@ -220,7 +220,10 @@ def regenerate(path: Path) -> tuple[float, str]:
 
 def main(argv: list[str]) -> int:
     """Regenerate the notebooks named in argv (default: all) and report each one."""
-    paths, missing = notebooks_from_args(argv)
+    names = notebook_parser(
+        "python3 course.py regenerate", "Re-execute notebooks top to bottom and store their outputs."
+    ).parse_args(argv)
+    paths, missing = notebooks_from_args(names.notebooks)
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")
         return 2

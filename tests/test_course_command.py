@@ -334,3 +334,15 @@ def test_here_runs_the_tests_in_the_python_that_runs_it():
     assert f"+ {sys.executable} -m pytest -n 0" not in result.stdout  # `-n 0` chosen: none added
     assert f"+ {sys.executable} -m pytest --dist loadscope -n 0 -q" in result.stdout
     assert "1 passed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "script", ["benchmark", "kernel_memory", "regenerate", "stress", "torch_matrix", "website"]
+)
+def test_every_script_has_help_and_none_imports_course_py(script):
+    path = course.ROOT / "scripts" / f"{script}.py"
+    result = subprocess.run(
+        [sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=WAIT
+    )
+    assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stdout + result.stderr
+    assert "import course\n" not in path.read_text() and "from course import" not in path.read_text()
