@@ -9,101 +9,46 @@ last install. Only the standard library is used here, so any Python 3.11+ can ru
 
 Every command runs its work in a child process and behaves like that program run directly:
 Ctrl-C goes to the child alone (JupyterLab's "Shut down this Jupyter server?" question
-included), SIGTERM sent to this script is passed on to the child, and the exit status is the
-child's (128 + N when signal N ended it, as a shell shows it).
+included), a SIGINT or SIGTERM sent to this script alone is passed on to the child (an IDE's
+stop button), and the exit status is the child's (128 + N when signal N ended it, as a shell
+shows it). What this script shares with the scripts it starts is in `scripts/course_shell.py`.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
 import os
-import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tomllib
 import venv
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from course_shell import (  # noqa: E402
+    env_python,
+    install,
+    lint_and_test,
+    requirement_name,
+    requirements_for_tests,
+    run,
+    worker_count,
+)
+
 VENV = ROOT / ".venv"
 STAMP = VENV / "course-install.stamp"
-# What pip prints when it cannot reach a package index (connection refused, DNS, proxy, timeout).
-NO_NETWORK = re.compile(
-    r"NewConnectionError|Failed to establish a new connection|Connection refused|"
-    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
-    r"ProxyError|ConnectTimeoutError|ReadTimeoutError|Could not fetch URL|"
-    r"connection broken by|Max retries exceeded"
-)
 
 
 def venv_python() -> Path:
     """Path of the Python interpreter inside the course's virtual environment."""
-    sub = "Scripts/python.exe" if os.name == "nt" else "bin/python"
-    return VENV / sub
-
-
-def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, str] | None = None) -> int:
-    """Run a command from the course root as if it ran alone; return its exit status as a shell shows it.
-
-    Ctrl-C reaches the child directly (same process group) and is ignored here, so the child's own
-    handling applies; SIGTERM is passed on to the child. When `output` is a list, the child's
-    stdout and stderr are echoed as they come and also collected there, line by line. `env`, when
-    given, is the child's whole environment.
-    """
-    print("+", " ".join(str(c) for c in cmd), flush=True)
-    child: subprocess.Popen[str] | None = None
-    early: list[int] = []  # a SIGTERM that arrived before the child existed
-
-    def pass_on(signum: int, frame: FrameType | None) -> None:
-        if child is None:
-            early.append(signum)
-        else:
-            child.send_signal(signum)
-
-    # A Python-level handler (unlike SIG_IGN) is reset to the default in the child at exec.
-    # A SIGINT this process was started ignoring (a background job) stays ignored, for both.
-    ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN if ignoring_sigint else lambda s, f: None)
-    previous_term = signal.signal(signal.SIGTERM, pass_on)
-    try:
-        capture = subprocess.PIPE if output is not None else None
-        with subprocess.Popen(
-            [str(c) for c in cmd],
-            cwd=ROOT,
-            env=env,
-            stdout=capture,
-            stderr=subprocess.STDOUT if capture else None,
-            text=True,
-        ) as child:
-            for signum in early:
-                child.send_signal(signum)
-            if child.stdout is not None and output is not None:
-                for line in child.stdout:
-                    print(line, end="", flush=True)
-                    output.append(line)
-        status = child.returncode
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
-    return 128 - status if status < 0 else status
-
-
-def install(python: Path, *pip_args: str) -> None:
-    """`pip install` into the environment of `python`; exit with one line saying why if that fails."""
-    output: list[str] = []
-    status = run([python, "-m", "pip", "install", "--quiet", *pip_args], output=output)
-    if status == 0:
-        return
-    if any(NO_NETWORK.search(line) for line in output):
-        sys.exit(
-            "Installing the course failed: pip could not download the packages (no connection to the "
-            "package index, see above). Check the network, set a proxy (HTTPS_PROXY=http://host:port) "
-            "or point pip at a reachable index (PIP_INDEX_URL=...), then run this again."
-        )
-    sys.exit(f"Installing the course failed (pip exit status {status}); see above.")
+    return env_python(VENV)
 
 
 def ensure_environment() -> Path:
@@ -147,16 +92,138 @@ def lab(python: Path, args: list[str]) -> int:
     return run(lab_command(python, args, euid))
 
 
+TEST_HELP = f"""\
+Run ruff, then pytest: every unit test and every notebook under strict nbval, or the pytest
+ARGUMENTs given (paths, -k EXPR, -x, ...: any argument not listed below goes to pytest).
+
+pytest runs in parallel over this machine's CPUs ({worker_count()} here) with pytest-xdist: each
+notebook's cells in order in one worker, the unit tests spread module by module.
+  -n 0                        run serially, in one process (for debugging: --pdb, -s, print())
+  -n N                        N workers instead
+
+Instead of the course's own .venv:
+  --here                      test the Python running this command (a conda env, a lab server's
+                              venv, a GPU machine, Colab) as it is: no .venv is made; it says what
+                              it found and, where a test dependency is missing, the pip line
+  --torch VERSION [--cuda|--cpu] [--python X.Y]
+                              another PyTorch release, in .venv-torch-VERSION/ (see README)
+  --stress [--rounds N]       the notebooks that start processes, N rounds (default 3), in
+                              parallel, with every CPU kept busy
+"""
+
+
+def test_parser() -> argparse.ArgumentParser:
+    """`course.py test`'s own options; everything else is pytest's."""
+    parser = argparse.ArgumentParser(
+        prog="python3 course.py test",
+        usage="python3 course.py test [--here | --torch VERSION ... | --stress ...] [PYTEST ARGUMENT ...]",
+        description=TEST_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # --py must reach pytest, not become --python
+        add_help=False,
+    )
+    parser.add_argument("-h", "--help", action="store_true")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--here", action="store_true")
+    modes.add_argument("--torch", metavar="VERSION")
+    modes.add_argument("--stress", action="store_true")
+    return parser
+
+
 def test(python: Path, args: list[str]) -> int:
-    """Run ruff, then pytest (or the pytest ARGUMENTs given); --torch VERSION, --stress: see README."""
-    if args[:1] == ["--stress"]:  # the notebooks that start processes, N rounds, CPUs kept busy
-        return run([python, "scripts/stress.py", *args])
-    for lint in (["check"], ["format", "--check"]):
-        status = run([python, "-m", "ruff", *lint, "."])
-        if status != 0:
-            print("ruff found problems (above); `ruff check --fix . && ruff format .` fixes most.")
-            return status
-    return run([python, "-m", "pytest", *args])
+    """Run ruff, then pytest in parallel (`-n 0`: serially); --here, --torch VERSION, --stress: see --help."""
+    if "--stress" in args:  # the notebooks that start processes, N rounds, CPUs kept busy
+        return run([python, "scripts/stress.py", *(a for a in args if a != "--stress")])
+    return lint_and_test(python, args)
+
+
+# Run in the Python to be tested: what it has, as JSON. torch (and CUDA) start here, not in course.py.
+PROBE = r"""
+import importlib.metadata, importlib.util, json, sys
+found = {"python": sys.version.split()[0], "missing": [], "course_utils": None}
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        found["missing"].append(name)
+spec = importlib.util.find_spec("course_utils")
+found["course_utils"] = spec.origin if spec else None
+try:
+    import torch
+except ImportError:
+    found["torch"] = None
+else:
+    found["torch"] = torch.__version__
+    found["build"] = (
+        f"CUDA {torch.version.cuda}" if torch.version.cuda
+        else f"ROCm {torch.version.hip}" if getattr(torch.version, "hip", None) else "CPU-only"
+    )
+    count = torch.cuda.device_count()
+    found["devices"] = [torch.cuda.get_device_name(i) for i in range(count)]
+print(json.dumps(found))
+"""
+
+
+def here_requirements(pyproject: Path) -> list[str]:
+    """What the tests need besides torch and ruff: the course's requirements and its test extra."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    wanted = [*project["dependencies"], *requirements_for_tests(project)]
+    return [r for r in wanted if requirement_name(r) not in ("torch", "ruff")]
+
+
+def describe_here(found: dict) -> list[str]:
+    """What `--here` found, one line each: the Python, torch and its build, the CUDA devices."""
+    lines = [f"Python {found['python']} ({sys.executable})"]
+    if found.get("torch") is None:
+        return [*lines, "PyTorch: not installed"]
+    lines.append(f"PyTorch {found['torch']}, {found['build']} build")
+    devices = found["devices"]
+    lines.append(
+        f"CUDA devices: {len(devices)}: " + ", ".join(f"{i}: {name}" for i, name in enumerate(devices))
+        if devices
+        else "CUDA devices: none (the notebooks take their CPU path)"
+    )
+    return lines
+
+
+def missing_here(found: dict, requirements: list[str], python: str) -> list[str]:
+    """The commands that install what the tests need and the Python at `python` lacks (none: ready)."""
+    commands = []
+    if found.get("torch") is None:
+        commands.append(f"{python} -m pip install torch   # or the build your platform needs")
+    lacking = [r for r in requirements if requirement_name(r) in found["missing"]]
+    if lacking:
+        commands.append(f"{python} -m pip install " + " ".join(shlex.quote(r) for r in lacking))
+    origin = found.get("course_utils")
+    if origin is None or not Path(origin).resolve().is_relative_to(ROOT / "src"):
+        commands.append(f"{python} -m pip install --no-deps -e {shlex.quote(str(ROOT))}")
+    return commands
+
+
+def test_here(args: list[str]) -> int:
+    """`test --here`: say what this Python offers, name what it lacks and stop, or run the tests in it."""
+    python = sys.executable
+    requirements = here_requirements(ROOT / "pyproject.toml")
+    names = json.dumps([requirement_name(r) for r in requirements])
+    probe = subprocess.run([python, "-c", PROBE, names], cwd=ROOT, capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(probe.stderr, end="", file=sys.stderr)
+        print(f"Could not inspect {python} (above).", file=sys.stderr)
+        return 1
+    found = json.loads(probe.stdout.splitlines()[-1])
+    print("Testing the Python that runs this command, as it is (no .venv):")
+    print("\n".join("  " + line for line in describe_here(found)), flush=True)
+    commands = missing_here(found, requirements, python)
+    if commands:
+        print(
+            "This Python lacks what the tests need. Install it with the line(s) below (they leave "
+            "its torch as it is), or test in .venv with `python3 course.py test`:",
+            file=sys.stderr,
+        )
+        print("\n".join("  " + c for c in commands), file=sys.stderr)
+        return 1
+    print("ruff is not run: the code's style does not depend on the environment.", flush=True)
+    return lint_and_test(python, args, lint=False)
 
 
 def regenerate(python: Path, args: list[str]) -> int:
@@ -165,7 +232,7 @@ def regenerate(python: Path, args: list[str]) -> int:
 
 
 def bench(python: Path, args: list[str]) -> int:
-    """Time every notebook (or the NOTEBOOKs given) under nbval and measure its peak memory."""
+    """Measure the notebooks, the suite and the whole test against the course's budgets."""
     return run([python, "scripts/benchmark.py", *notebook_paths(args)])
 
 
@@ -196,22 +263,31 @@ def usage() -> str:
     lines = ["Usage: python3 course.py COMMAND [ARGUMENT ...]", "", "Commands (set-up first, if needed):"]
     for name, command in COMMANDS.items():
         lines.append(f"  {name:<12}{(command.__doc__ or '').splitlines()[0]}")
+    lines += ["", "`python3 course.py COMMAND --help` says more about one command."]
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     """Run the command that argv names; 2 (with the list of commands) when it names none."""
-    if argv and argv[0] in {"help", "-h", "--help"}:
+    command, args = (argv[0], argv[1:]) if argv else (None, [])
+    if command in {"help", "-h", "--help"}:
         print(usage())
         return 0
-    if not argv or argv[0] not in COMMANDS:
-        unknown = f'"{argv[0]}" is not a command of course.py.\n' if argv else "No command given.\n"
+    if command not in COMMANDS:
+        unknown = f'"{command}" is not a command of course.py.\n' if command else "No command given.\n"
         print(unknown + usage(), file=sys.stderr)
         return 2
-    if argv[:2] == ["test", "--torch"]:  # another release, in its own environment: not .venv
-        return run([sys.executable, "scripts/torch_matrix.py", *argv[1:]])
-    python = Path(sys.executable) if argv[0] in WITHOUT_SETUP else ensure_environment()
-    return COMMANDS[argv[0]](python, argv[1:])
+    if command == "test":
+        options, _ = test_parser().parse_known_args(args)
+        if options.help:
+            print(test_parser().format_usage() + "\n" + TEST_HELP, end="")
+            return 0
+        if options.here:
+            return test_here([a for a in args if a != "--here"])
+        if options.torch is not None:  # another release, in its own environment: not .venv
+            return run([sys.executable, "scripts/torch_matrix.py", *args])
+    python = Path(sys.executable) if command in WITHOUT_SETUP else ensure_environment()
+    return COMMANDS[command](python, args)
 
 
 if __name__ == "__main__":

@@ -1,39 +1,63 @@
-"""Check the course's budgets: time and peak memory of every notebook under nbval.
+"""The course's budgets, measured: the one place that holds the numbers (no test is timed).
 
-Usage: python scripts/benchmark.py [NOTEBOOK ...]   (default: every notebook in notebooks/)
+    python3 course.py bench [NOTEBOOK ...]
 
-The notebooks run as an instructor runs them: one `pytest --nbval` process over all of them.
-The suite's time is that whole run's wall time, pytest's start-up included. A notebook's time
-is its span inside the run, from its first cell's test (kernel start) to its last (kernel
-shut down), recorded by the plugin `notebook_spans`. Memory is sampled every 50 ms as the sum
-of the resident memory of every process under pytest (the Jupyter kernel and its children,
-DDP workers for example); a notebook's peak is the largest sample within its span. Budgets are
-those of the course: a notebook under 20 s, the suite under 90 s on a 2-core machine, the
-kernel with its children under 1.5 GiB (Binder gives 2 GiB). Exits 1 when a budget is exceeded.
+Measured on this machine, each as a child process whose whole process tree is sampled for
+resident memory every 50 ms:
+
+1. each notebook alone under strict nbval (seconds, peak MiB of its kernel and the kernel's
+   children), as a student's "Run All" would load the machine;
+2. the notebook suite as `python3 course.py test notebooks/` runs it: in parallel, over every
+   CPU (peak: every process of the run);
+3. without NOTEBOOK arguments also the unit tests (`course.py test tests/`), the whole
+   `python3 course.py test` after set-up (ruff and every test), and, where the course has
+   `scripts/launch_floor.py`, a 2-rank launch against a bare fork, side by side.
+
+Every notebook is read first: one that is not a valid notebook is named in one line and
+nothing runs. A notebook that fails is marked FAILED and pytest's report follows the table.
+Exits 1 when a budget is exceeded or something failed, 2 on bad arguments.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 import psutil
-from notebook_args import ROOT, notebooks_from_args
-from notebook_spans import SPANS_ENV
+from course_shell import ROOT, pytest_command, worker_count
+from notebook_args import NOTEBOOKS, notebook_parser, notebooks_from_args
 
-NOTEBOOK_BUDGET_S = 20.0
+# The budgets (CONTRIBUTING.md), for a 2-core machine that is otherwise idle.
+NOTEBOOK_BUDGET_S = 15.0  # one notebook alone; its metadata `course.budget_s` may ask for less
+NOTEBOOK_MEMORY_MIB = 1536.0  # one notebook's kernel and children: Binder gives 2 GiB
+SUITE_BUDGET_S = 60.0  # the notebook suite, in parallel
+RUN_MEMORY_MIB = 3072.0  # every process of a parallel run together
+WHOLE_BUDGET_S = 150.0  # `course.py test` after set-up
+WHOLE_BUDGET_TWO_EDITIONS_S = 210.0  # once a second edition (the Chinese one) doubles the notebooks
+LAUNCH_RATIO = 1.1  # a 2-rank launch against a bare fork of the same job
+LAUNCH_FLOOR = ROOT / "scripts" / "launch_floor.py"
 # Between two memory samples. A sample reads every process's entry in /proc (about 2 ms of CPU
-# here), so sampling more often would slow the notebooks it measures on a 2-core machine.
+# here), so sampling more often would slow what it measures on a 2-core machine.
 SAMPLE_SECONDS = 0.05
-SUITE_BUDGET_S = 90.0
-MEMORY_BUDGET_MIB = 1536.0
-Sample = tuple[float, int]  # (time.monotonic(), resident bytes of the kernel tree)
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured run: what ran, its wall time, the peak resident memory of its tree, its exit status."""
+
+    name: str
+    seconds: float
+    peak_mib: float
+    status: int
+    output: str = ""
 
 
 def tree_rss(pid: int, *, with_root: bool = True) -> int:
@@ -52,103 +76,163 @@ def tree_rss(pid: int, *, with_root: bool = True) -> int:
     return total
 
 
-def run_suite(notebooks: Sequence[Path]) -> tuple[float, int, list[dict], list[Sample]]:
-    """Run the notebooks in one nbval process; return (seconds, exit status, spans, memory samples)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        spans_file = Path(scratch) / "spans.json"
-        env = os.environ | {
-            SPANS_ENV: str(spans_file),
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(ROOT / "scripts"), os.environ.get("PYTHONPATH")])
-            ),
-        }
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "notebook_spans"]
-        samples: list[Sample] = []
+def measure(name: str, cmd: Sequence[str | Path], *, with_root: bool = True) -> Measured:
+    """Run `cmd` from the course root, keeping its output: its time and its tree's peak memory."""
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
         start = time.monotonic()
         proc = subprocess.Popen(
-            [*cmd, *map(str, notebooks)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            list(map(str, cmd)), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True
         )
+        peak = 0
         while proc.poll() is None:
-            samples.append((time.monotonic(), tree_rss(proc.pid, with_root=False)))  # kernel and children
+            peak = max(peak, tree_rss(proc.pid, with_root=with_root))
             time.sleep(SAMPLE_SECONDS)
         seconds = time.monotonic() - start
-        spans = json.loads(spans_file.read_text(encoding="utf-8")) if spans_file.exists() else []
-    return seconds, proc.returncode, spans, samples
-
-
-def peak_mib(samples: Sequence[Sample], start: float, end: float) -> float:
-    """The largest memory sample taken between `start` and `end`, in MiB (0 when none was taken)."""
-    return max((rss for t, rss in samples if start <= t <= end), default=0) / 2**20
+        log.seek(0)
+        return Measured(name, seconds, peak / MIB, proc.returncode, log.read())
 
 
 def notebook_budget(path: Path) -> float:
-    """A notebook's own time budget in seconds: `metadata.course.budget_s`, at most the hard limit."""
+    """A notebook's own time budget in seconds: `metadata.course.budget_s`, at most NOTEBOOK_BUDGET_S."""
     course = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("course", {})
     return min(float(course.get("budget_s", NOTEBOOK_BUDGET_S)), NOTEBOOK_BUDGET_S)
 
 
-def budget_report(
-    names: Sequence[str],
-    spans: Sequence[dict],
-    samples: Sequence[Sample],
-    suite_s: float,
-    status: int,
-    budgets: Mapping[str, float] | None = None,
-) -> tuple[list[str], list[str]]:
-    """The table of the run and the list of budgets exceeded (empty when all were kept).
+def unreadable(notebooks: Sequence[Path]) -> list[str]:
+    """One line for each file that is not a valid notebook (read before anything runs)."""
+    problems = []
+    for path in notebooks:
+        try:
+            nbformat.validate(nbformat.read(path, as_version=4))
+        except (nbformat.reader.NotJSONError, nbformat.ValidationError, UnicodeDecodeError, OSError) as err:
+            problems.append(
+                f"{path.name} is not a valid notebook file ({type(err).__name__}); nothing was run."
+            )
+    return problems
 
-    `names` are the notebooks asked for; one without a span did not run (a collection error, say).
-    `budgets` gives a notebook's own time budget (`notebook_budget`); the hard limit otherwise.
+
+def whole_budget(notebooks_folder: Path = NOTEBOOKS) -> float:
+    """The whole test's budget: more once a second edition (notebooks in a folder of notebooks/) exists."""
+    editions = [p for p in notebooks_folder.glob("*/[0-9][0-9]_*.ipynb") if p.parent.name != "workers"]
+    return WHOLE_BUDGET_TWO_EDITIONS_S if editions else WHOLE_BUDGET_S
+
+
+def verdicts(
+    alone: Sequence[Measured],
+    budgets: dict[str, float],
+    runs: Sequence[tuple[Measured, float | None]],
+) -> list[str]:
+    """What failed or is over budget (empty: every budget kept).
+
+    `alone`: each notebook run alone; `budgets`: each one's own time budget. `runs`: the parallel
+    runs with their time budgets (None: none), each held to RUN_MEMORY_MIB.
     """
-    by_name = {span["notebook"]: span for span in spans}
-    lines = [f"{'notebook':40} {'seconds':>8} {'peak MiB':>9}  result"]
-    failures = []
-    explained = False  # whether a notebook's own failure accounts for a non-zero exit status
-    for name in names:
-        span = by_name.get(name)
-        if span is None or span["end"] is None:
-            lines.append(f"{name:40} {'-':>8} {'-':>9}  DID NOT RUN")
-            failures.append(f"{name} did not run under nbval")
-            explained = True
-            continue
-        seconds, peak = span["end"] - span["start"], peak_mib(samples, span["start"], span["end"])
-        lines.append(f"{name:40} {seconds:8.1f} {peak:9.0f}  {'FAILED' if span['failed'] else 'passed'}")
-        if span["failed"]:
-            failures.append(f"{name} failed under nbval")
-            explained = True
-        budget = (budgets or {}).get(name, NOTEBOOK_BUDGET_S)
-        if seconds > budget:
-            failures.append(f"{name} took {seconds:.1f} s (budget {budget:.0f} s)")
-        if peak > MEMORY_BUDGET_MIB:
-            failures.append(f"{name} peaked at {peak:.0f} MiB (budget {MEMORY_BUDGET_MIB:.0f} MiB)")
-    lines.append(f"{'suite (one nbval run, start-up included)':40} {suite_s:8.1f}")
-    if suite_s > SUITE_BUDGET_S:
-        failures.append(f"the suite took {suite_s:.1f} s (budget {SUITE_BUDGET_S:.0f} s)")
-    if status != 0 and not explained:
-        failures.append(
-            f"pytest exited with status {status}; run the notebooks with `course.py test` to see why"
-        )
-    return lines, failures
+    problems = []
+    for run in alone:
+        if run.status != 0:
+            problems.append(
+                f"FAILED: {run.name} failed under nbval (pytest exit status {run.status}; report below)"
+            )
+        budget = budgets.get(run.name, NOTEBOOK_BUDGET_S)
+        if run.seconds > budget:
+            problems.append(f"OVER BUDGET: {run.name} took {run.seconds:.1f} s alone (budget {budget:.0f} s)")
+        if run.peak_mib > NOTEBOOK_MEMORY_MIB:
+            problems.append(
+                f"OVER BUDGET: {run.name} peaked at {run.peak_mib:.0f} MiB "
+                f"(budget {NOTEBOOK_MEMORY_MIB:.0f} MiB)"
+            )
+    for run, budget in runs:
+        if run.status != 0:
+            problems.append(f"FAILED: {run.name} (exit status {run.status}; report below)")
+        if budget is not None and run.seconds > budget:
+            problems.append(f"OVER BUDGET: {run.name} took {run.seconds:.1f} s (budget {budget:.0f} s)")
+        if run.peak_mib > RUN_MEMORY_MIB:
+            problems.append(
+                f"OVER BUDGET: {run.name} peaked at {run.peak_mib:.0f} MiB (budget {RUN_MEMORY_MIB:.0f} MiB)"
+            )
+    return problems
+
+
+def table(rows: Sequence[Measured]) -> list[str]:
+    """The measured runs, one line each."""
+    lines = [f"{'what':52} {'seconds':>8} {'peak MiB':>9}  result"]
+    for row in rows:
+        result = "passed" if row.status == 0 else f"FAILED ({row.status})"
+        lines.append(f"{row.name:52} {row.seconds:8.1f} {row.peak_mib:9.0f}  {result}")
+    return lines
+
+
+def budgets_line(whole_s: float) -> str:
+    """The budgets, stated with the numbers they hold."""
+    return (
+        f"Budgets (2 cores, idle): a notebook alone <= its budget_s, at most {NOTEBOOK_BUDGET_S:.0f} s, its "
+        f"process tree <= {NOTEBOOK_MEMORY_MIB:.0f} MiB; the notebook suite <= {SUITE_BUDGET_S:.0f} s; a "
+        f"parallel run <= {RUN_MEMORY_MIB:.0f} MiB; the whole test <= {whole_s:.0f} s "
+        f"({WHOLE_BUDGET_S:.0f} s; {WHOLE_BUDGET_TWO_EDITIONS_S:.0f} s once a second edition exists); "
+        f"a 2-rank launch within {LAUNCH_RATIO}x of a bare fork."
+    )
+
+
+def failure_report(run: Measured, lines: int = 60) -> str:
+    """The end of a failed run's own output: pytest's report of what failed."""
+    tail = run.output.rstrip().splitlines()[-lines:]
+    return f"--- {run.name}: the last {len(tail)} lines of its output ---\n" + "\n".join(tail)
 
 
 def main(argv: list[str]) -> int:
-    """Measure the notebooks, print a table and return 1 if a budget is exceeded."""
-    notebooks, missing = notebooks_from_args(argv)
+    """Measure, print the table and what is over budget; 1 if anything is, 2 on bad arguments."""
+    names = (
+        notebook_parser(
+            "python3 course.py bench",
+            "Measure the notebooks, the notebook suite, the unit tests and the whole test against the "
+            "course's budgets. With NOTEBOOKs: those alone and as a suite.",
+        )
+        .parse_args(argv)
+        .notebooks
+    )
+    notebooks, missing = notebooks_from_args(names)
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")
         return 2
-    print(f"Running {len(notebooks)} notebook(s) in one nbval process ...", flush=True)
-    suite_s, status, spans, samples = run_suite(notebooks)
-    budgets = {nb.name: notebook_budget(nb) for nb in notebooks}
-    lines, failures = budget_report([nb.name for nb in notebooks], spans, samples, suite_s, status, budgets)
-    print("\n".join(lines))
-    for failure in failures:
-        print("OVER BUDGET:" if "budget" in failure else "FAILED:", failure)
-    return 1 if failures else 0
+    problems = unreadable(notebooks)
+    if problems:
+        print("\n".join(problems))
+        return 2
+    everything = not names
+    whole_s = whole_budget()
+    print(budgets_line(whole_s), flush=True)
+    quiet = ["-q", "-p", "no:cacheprovider"]
+    alone = []
+    for path in notebooks:
+        alone.append(
+            measure(path.name, [sys.executable, "-m", "pytest", "-n", "0", *quiet, path], with_root=False)
+        )
+        print("measured:", table(alone[-1:])[1], flush=True)
+    suite = measure(
+        f"notebook suite, parallel ({worker_count()} workers)",
+        pytest_command(sys.executable, [*quiet, *map(str, notebooks)]),
+    )
+    runs: list[tuple[Measured, float | None]] = [(suite, SUITE_BUDGET_S)]
+    if everything:
+        units = measure("unit tests, parallel", pytest_command(sys.executable, [*quiet, "tests"]))
+        whole = measure(
+            "whole `course.py test` (ruff, every test)", [sys.executable, ROOT / "course.py", "test"]
+        )
+        runs += [(units, None), (whole, whole_s)]
+    print("\n".join(table([*alone, *(run for run, _ in runs)])))
+    launch_failed = False
+    if everything and LAUNCH_FLOOR.exists():
+        print(f"2-rank launch against a bare fork ({LAUNCH_FLOOR.name}; budget {LAUNCH_RATIO}x):", flush=True)
+        launch_failed = subprocess.call([sys.executable, str(LAUNCH_FLOOR)], cwd=ROOT) != 0
+    budgets = {path.name: notebook_budget(path) for path in notebooks}
+    problems = verdicts(alone, budgets, runs)
+    if launch_failed:
+        problems.append(f"OVER BUDGET: the launch is not within {LAUNCH_RATIO}x of a bare fork (above)")
+    for run in [*alone, *(run for run, _ in runs)]:
+        if run.status != 0:
+            print(failure_report(run))
+    print("\n".join(problems) if problems else "Every budget kept.")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 from benchmark import tree_rss
 from nbclient import NotebookClient
-from notebook_args import notebooks_from_args
+from notebook_args import notebook_parser, notebooks_from_args
 
 MIB = 1024 * 1024
 
@@ -68,7 +68,10 @@ def course_peaks(measured: list[tuple[int, int]]) -> tuple[int, int]:
 
 def main(argv: list[str]) -> int:
     """Measure the notebooks named in `argv` (all by default) in order and print the totals."""
-    notebooks, missing = notebooks_from_args(argv)
+    names = notebook_parser(
+        "python scripts/kernel_memory.py", "Peak memory of the course taken in order, each kernel alone."
+    ).parse_args(argv)
+    notebooks, missing = notebooks_from_args(names.notebooks)
     if missing:
         print(f"No such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+
+
+def notebook_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The parser of a script that takes notebooks: `[NOTEBOOK ...]` (none: every notebook), and --help."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "notebooks", nargs="*", metavar="NOTEBOOK", help="a path or a name such as 05_data_parallel.ipynb"
+    )
+    return parser
 
 
 def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:

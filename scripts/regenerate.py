@@ -15,26 +15,31 @@ split a cell's printing into messages never shows in `git diff`; each notebook's
 report says whether its file changed.
 """
 
-from __future__ import annotations
+import sys  # built in: nothing to interrupt; everything else is imported in the `try` below
 
-import asyncio
-import difflib
-import signal
-import sys
-import time
-import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+BEFORE_ANY = "before any notebook ran; nothing was written."
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell shows it
+try:  # Ctrl-C during these imports (a second or more): one line, not an import-time traceback
+    import asyncio
+    import difflib
+    import signal
+    import time
+    import uuid
+    from pathlib import Path
+    from typing import Any
 
-import ipykernel.kernelspec
-import nbformat
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-from jupyter_client.manager import AsyncKernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
-from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
+    import ipykernel.kernelspec
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    from notebook_args import NOTEBOOKS, ROOT, notebook_parser, notebooks_from_args
+except KeyboardInterrupt:
+    if __name__ != "__main__":
+        raise
+    print(f"Interrupted (SIGINT) {BEFORE_ANY}", flush=True)
+    sys.exit(INTERRUPTED_STATUS)
 
 KERNEL_NAME = "course-current-env"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -115,7 +120,7 @@ def change_summary(before: str, after: str) -> str:
 class CurrentEnvKernelSpecs(KernelSpecManager):
     """Resolve KERNEL_NAME to an ipykernel running on this interpreter, whatever is installed."""
 
-    def get_kernel_spec(self, kernel_name: str) -> ipykernel.kernelspec.KernelSpec:
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         """Return the current-environment spec for KERNEL_NAME, else defer to Jupyter."""
         if kernel_name == KERNEL_NAME:
             return self.kernel_spec_class(
@@ -136,39 +141,45 @@ class Interrupted(Exception):
 class InterruptibleClient(NotebookClient):
     """A NotebookClient on which Ctrl-C or SIGTERM interrupts the running cell, as Ctrl-C in JupyterLab does.
 
-    nbclient's own handlers shut the kernel down under the running cell and then fail on a kernel
-    manager they were given; interrupting the cell ends the run through the usual error path instead.
+    nbclient's own handlers shut the kernel down under the running cell (or under the kernel
+    still starting: a screen of CancelledError) and then fail on a kernel manager they were
+    given. This client's handlers replace them before the kernel starts: a signal during the
+    start is remembered and ends the run before the first cell, once the kernel can be shut
+    down cleanly; one during a cell interrupts it and ends the run through the usual error path.
     """
 
     signum: int | None = None
+    in_cell = False
+    ignoring_sigint = False  # whether this process was started ignoring SIGINT (set before nbclient's)
 
-    @asynccontextmanager
-    async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
-        """nbclient's set-up, with this client's signal handlers in place of nbclient's.
+    async def async_start_new_kernel(self, **kwargs: Any) -> None:
+        """nbclient's kernel start, this client's signal handlers put in place of nbclient's first.
 
         A SIGINT this process was started ignoring (a background job) stays ignored.
         """
-        ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-        async with super().async_setup_kernel(**kwargs):
-            loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGTERM, self._interrupt, signal.SIGTERM)
-            if ignoring_sigint:
-                loop.remove_signal_handler(signal.SIGINT)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-            else:
-                loop.add_signal_handler(signal.SIGINT, self._interrupt, signal.SIGINT)
-            yield
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._interrupt, signal.SIGTERM)
+        if self.ignoring_sigint:
+            loop.remove_signal_handler(signal.SIGINT)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        else:
+            loop.add_signal_handler(signal.SIGINT, self._interrupt, signal.SIGINT)
+        await super().async_start_new_kernel(**kwargs)
 
     async def async_execute_cell(self, *args: Any, **kwargs: Any) -> Any:
         """Run a cell as nbclient does, unless a signal came: then stop before it."""
         if self.signum is not None:
             raise Interrupted(self.signum)
-        return await super().async_execute_cell(*args, **kwargs)
+        self.in_cell = True
+        try:
+            return await super().async_execute_cell(*args, **kwargs)
+        finally:
+            self.in_cell = False
 
     def _interrupt(self, signum: int) -> None:
-        """Remember the signal and interrupt the kernel's running cell."""
+        """Remember the signal and interrupt the kernel's running cell (a kernel still starting is not)."""
         self.signum = signum
-        if self.km is not None:
+        if self.km is not None and self.in_cell:
             self._interrupting = asyncio.ensure_future(self.km.interrupt_kernel())
 
 
@@ -177,6 +188,7 @@ def regenerate(path: Path) -> tuple[float, str]:
     before = path.read_text(encoding="utf-8")
     nb = nbformat.reads(before, as_version=4)
     sync_marker_tags(nb)
+    ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # before nbclient sets its own
     km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
     client = InterruptibleClient(
         nb,
@@ -186,11 +198,12 @@ def regenerate(path: Path) -> tuple[float, str]:
         store_widget_state=False,
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
+    client.ignoring_sigint = ignoring_sigint
     start = time.perf_counter()
     try:
         client.execute(cleanup_kc=True)  # shut the kernel down: nbclient keeps a km it was given alive
-    except CellExecutionError:
-        if client.signum is not None:  # the error is the KeyboardInterrupt the signal caused
+    except Exception:
+        if client.signum is not None:  # the error is the one the signal caused (KeyboardInterrupt)
             raise Interrupted(client.signum) from None
         raise
     if client.signum is not None:  # came while the last cell was finishing: do not write a half-run
@@ -207,7 +220,10 @@ def regenerate(path: Path) -> tuple[float, str]:
 
 def main(argv: list[str]) -> int:
     """Regenerate the notebooks named in argv (default: all) and report each one."""
-    paths, missing = notebooks_from_args(argv)
+    names = notebook_parser(
+        "python3 course.py regenerate", "Re-execute notebooks top to bottom and store their outputs."
+    ).parse_args(argv)
+    paths, missing = notebooks_from_args(names.notebooks)
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")
         return 2
@@ -225,10 +241,22 @@ def main(argv: list[str]) -> int:
         except Interrupted as stop:
             print(f"Interrupted ({stop}): {path.name} was not written; the notebooks before it were.")
             return 128 + stop.signum
+        except KeyboardInterrupt:  # between kernels, where Python's own handler is back
+            print(f"Interrupted (SIGINT): {path.name} was not written; the notebooks before it were.")
+            return 128 + signal.SIGINT
         name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
         print(f"regenerated {name} in {seconds:.1f} s: {change}")
     return 0
 
 
+def run_main(argv: list[str]) -> int:
+    """`main`, with a Ctrl-C that came before the first notebook started said in one line."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print(f"Interrupted (SIGINT) {BEFORE_ANY}", flush=True)
+        return 128 + signal.SIGINT
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_main(sys.argv[1:]))

@@ -4,13 +4,15 @@
 
 A process-starting cell must be correct on a busy laptop, not just usually fast enough. This
 starts one busy-looping process per CPU, runs the notebooks whose metadata says
-`course.starts_processes` under strict nbval N times (default 3), stops the load, and passes
-only if every round passed. The load processes also stop by themselves when this script dies
-or when their time limit is up, so nothing is left running.
+`course.starts_processes` under strict nbval N times (default 3) in the parallel form that
+`course.py test` uses, stops the load, and passes only if every round passed. The load
+processes also stop by themselves when this script dies or when their time limit is up, so
+nothing is left running.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -21,8 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-USAGE = "usage: python3 course.py test --stress [--rounds N]"
+from course_shell import ROOT, pytest_command, worker_count
+
 ROUND_TIMEOUT_S = 1200  # a round that takes longer has hung: nbval's own cell timeout is 60 s
 # One busy CPU: spins until its time limit or until its parent (this script) is gone.
 SPIN = (
@@ -33,16 +35,26 @@ SPIN = (
 )
 
 
-def parse(argv: list[str]) -> int:
-    """The number of rounds from `--stress [--rounds N]`; raise ValueError saying what to pass."""
-    if argv[:1] != ["--stress"]:
-        raise ValueError(USAGE)
-    rest = argv[1:]
-    if not rest:
-        return 3
-    if len(rest) != 2 or rest[0] != "--rounds" or not rest[1].isdigit() or int(rest[1]) < 1:
-        raise ValueError(f"Pass the number of rounds as a whole number of at least 1. {USAGE}")
-    return int(rest[1])
+def rounds_number(text: str) -> int:
+    """A number of rounds: a whole number of at least 1 (argparse's `type`)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(
+            f"pass the number of rounds as a whole number of at least 1, not {text!r}"
+        )
+    return int(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The script's arguments: `[--rounds N]`."""
+    parser = argparse.ArgumentParser(
+        prog="python3 course.py test --stress",
+        description="Run the notebooks that start processes N times in parallel, every CPU kept busy.",
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--rounds", type=rounds_number, default=3, metavar="N", help="rounds to run (default 3)"
+    )
+    return parser
 
 
 def process_notebooks(folder: Path) -> list[Path]:
@@ -79,8 +91,8 @@ def cpu_load(workers: int, limit_s: float) -> Iterator[list[subprocess.Popen[byt
 
 def run_round(notebooks: list[Path]) -> int:
     """Run the notebooks once under strict nbval; return pytest's exit status (-1: it hung, was killed)."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, notebooks)]
-    with subprocess.Popen(cmd, cwd=ROOT, start_new_session=True) as proc:
+    cmd = pytest_command(sys.executable, ["-q", "-p", "no:cacheprovider", *map(str, notebooks)])
+    with subprocess.Popen(list(map(str, cmd)), cwd=ROOT, start_new_session=True) as proc:
         try:
             return proc.wait(timeout=ROUND_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -92,13 +104,13 @@ def run_round(notebooks: list[Path]) -> int:
 
 def main(argv: list[str]) -> int:
     """Run the rounds under load; exit 0 only if every round passed."""
+    rounds = parser().parse_args(argv).rounds
     try:
-        rounds = parse(argv)
         notebooks = process_notebooks(ROOT / "notebooks")
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
-    workers = os.cpu_count() or 1
+    workers = worker_count()
     print(f"{rounds} round(s) of {len(notebooks)} notebooks, {workers} busy process(es) as load:")
     print("  " + ", ".join(path.name for path in notebooks), flush=True)
     statuses = []

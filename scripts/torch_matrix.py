@@ -13,6 +13,7 @@ and fail when pip installed the other. `--python 3.12` builds the environment wi
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import re
 import shutil
@@ -23,12 +24,9 @@ import venv
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-import course  # noqa: E402 - the course's own way to install, run a child and test
+from course_shell import ROOT, env_python, install, lint_and_test, requirements_for_tests
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-USAGE = "usage: python3 course.py test --torch VERSION [--cuda | --cpu] [--python X.Y] [PYTEST ARGUMENTS ...]"
 
 
 @dataclass(frozen=True)
@@ -47,25 +45,43 @@ class Request:
         return f".venv-torch-{self.version}{build}" + (f"-py{self.python}" if self.python else "")
 
 
+def release(text: str) -> str:
+    """A full release number such as 2.14.1 (argparse's `type`)."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a full release number; pass one such as 2.14.1")
+    return text
+
+
+def minor_python(text: str) -> str:
+    """A Python minor version such as 3.12 (argparse's `type`)."""
+    if not re.fullmatch(r"3\.\d+", text):
+        raise argparse.ArgumentTypeError(f"pass --python a minor version such as 3.12, not {text!r}")
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    """`--torch VERSION [--cuda | --cpu] [--python X.Y]`; every other argument is pytest's."""
+    parser = argparse.ArgumentParser(
+        prog="python3 course.py test",
+        usage="python3 course.py test --torch VERSION [--cuda | --cpu] [--python X.Y] [PYTEST ARGUMENT ...]",
+        description="Test the course against another PyTorch release, in .venv-torch-VERSION/ beside .venv.",
+        epilog="Any other argument goes to pytest, as for `python3 course.py test`.",
+        allow_abbrev=False,  # pytest's --py... must not become --python
+    )
+    parser.add_argument("--torch", type=release, required=True, metavar="VERSION", help="e.g. 2.14.1")
+    builds = parser.add_mutually_exclusive_group()
+    builds.add_argument("--cuda", dest="build", action="store_const", const="cuda", help="the CUDA build")
+    builds.add_argument("--cpu", dest="build", action="store_const", const="cpu", help="the CPU-only build")
+    parser.add_argument(
+        "--python", type=minor_python, metavar="X.Y", help="build the environment with pythonX.Y"
+    )
+    return parser
+
+
 def parse(argv: list[str]) -> Request:
-    """Read `--torch VERSION [--cuda|--cpu] [--python X.Y] [PYTEST ARGS]`; ValueError says what to pass."""
-    if len(argv) < 2 or argv[0] != "--torch":
-        raise ValueError(f"Name the PyTorch release to test. {USAGE}")
-    version, rest = argv[1], argv[2:]
-    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
-        raise ValueError(f"{version!r} is not a full release number; pass one such as 2.14.1. {USAGE}")
-    python = None
-    if "--python" in rest:
-        at = rest.index("--python")
-        python = rest[at + 1] if at + 1 < len(rest) else ""
-        if not re.fullmatch(r"3\.\d+", python):
-            raise ValueError(f"Pass --python a minor version such as 3.12, not {python!r}. {USAGE}")
-        rest = rest[:at] + rest[at + 2 :]
-    builds = [arg[2:] for arg in rest if arg in ("--cuda", "--cpu")]
-    if len(builds) > 1:
-        raise ValueError(f"Ask for one build, --cuda or --cpu, not both. {USAGE}")
-    pytest_args = tuple(arg for arg in rest if arg not in ("--cuda", "--cpu"))
-    return Request(version, builds[0] if builds else None, pytest_args, python)
+    """Read `--torch VERSION [--cuda|--cpu] [--python X.Y] [PYTEST ARGS]`; exits 2 saying what to pass."""
+    options, pytest_args = parser().parse_known_args(argv)
+    return Request(options.torch, options.build, tuple(pytest_args), options.python)
 
 
 def requirements(request: Request, pyproject: Path) -> list[str]:
@@ -79,25 +95,12 @@ def requirements(request: Request, pyproject: Path) -> list[str]:
     return [*index, torch, *others, *requirements_for_tests(project)]
 
 
-def requirements_for_tests(project: dict) -> list[str]:
-    """The test extra's requirements, the course's own extras it names (`course-utils[site]`) spelt out."""
-    extras, wanted = project["optional-dependencies"], []
-    for requirement in extras["test"]:
-        own = re.fullmatch(rf"{re.escape(project['name'])}\[([\w,\s-]+)\]", requirement)
-        wanted += [r for extra in own[1].split(",") for r in extras[extra.strip()]] if own else [requirement]
-    return wanted
-
-
-def env_python(env: Path) -> Path:
-    """The interpreter inside a virtual environment."""
-    return env / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-
-
 def ensure_env(request: Request, root: Path = ROOT) -> Path:
     """Create the release's environment and install into it unless it is up to date; return its python."""
     env = root / request.env_name
     python = env_python(env)
-    if not python.exists():
+    made_now = not python.exists()
+    if made_now:
         print(f"Creating {env.name}/ ...", flush=True)
         if request.python is None:
             venv.EnvBuilder(with_pip=True).create(env)
@@ -116,8 +119,14 @@ def ensure_env(request: Request, root: Path = ROOT) -> Path:
     stamp = env / "course-install.stamp"
     wanted = hashlib.sha256("\n".join(reqs).encode()).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != wanted:
-        course.install(python, *reqs)  # exits with one line that says why, as for .venv
-        course.install(python, "--no-deps", "-e", ".")
+        try:
+            install(python, *reqs)  # exits with one line that says why, as for .venv
+            install(python, "--no-deps", "-e", str(root))
+        except BaseException:  # a failed install or Ctrl-C: an environment made now goes, not half-made
+            if made_now:
+                shutil.rmtree(env, ignore_errors=True)
+                print(f"Removed {env.name}/, which this run had created.", file=sys.stderr, flush=True)
+            raise
         stamp.write_text(wanted + "\n")
     return python
 
@@ -138,14 +147,10 @@ def check_build(python: Path, request: Request) -> str:
 
 def main(argv: list[str]) -> int:
     """Set up the release's environment, then run ruff and pytest there."""
-    try:
-        request = parse(argv)
-    except ValueError as err:
-        print(err, file=sys.stderr)
-        return 2
+    request = parse(argv)
     python = ensure_env(request)
     check_build(python, request)
-    return course.test(python, list(request.pytest_args))  # what `python3 course.py test` runs
+    return lint_and_test(python, list(request.pytest_args))  # what `python3 course.py test` runs
 
 
 if __name__ == "__main__":

@@ -1,107 +1,137 @@
-"""The benchmark reads one nbval run's spans and memory samples into budgets kept or exceeded."""
+"""The benchmark: budgets kept or exceeded, a broken notebook named before it runs, a failure explained."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-import pytest
 from benchmark import (
-    MEMORY_BUDGET_MIB,
     NOTEBOOK_BUDGET_S,
+    NOTEBOOK_MEMORY_MIB,
+    RUN_MEMORY_MIB,
     SUITE_BUDGET_S,
-    budget_report,
+    WHOLE_BUDGET_S,
+    WHOLE_BUDGET_TWO_EDITIONS_S,
+    Measured,
+    failure_report,
+    measure,
     notebook_budget,
-    peak_mib,
+    table,
+    verdicts,
+    whole_budget,
 )
 from notebook_hygiene import ROOT
-from notebook_spans import SPANS_ENV
-
-MIB = 2**20
 
 
-def span(name, start, end, failed=False):
-    return {"notebook": name, "start": start, "end": end, "failed": failed}
-
-
-def test_peak_is_taken_within_the_span_only():
-    samples = [(0.0, 900 * MIB), (1.0, 100 * MIB), (2.0, 300 * MIB), (3.0, 2000 * MIB)]
-    assert peak_mib(samples, 1.0, 2.0) == 300
-    assert peak_mib(samples, 0.5, 0.9) == 0
-
-
-def test_a_run_within_every_budget_has_no_failures():
-    samples = [(0.5, 200 * MIB), (1.5, 400 * MIB), (12.0, 300 * MIB)]
-    spans = [span("00_a.ipynb", 0.0, 10.0), span("01_b.ipynb", 10.0, 15.0)]
-    lines, failures = budget_report(["00_a.ipynb", "01_b.ipynb"], spans, samples, 30.0, 0)
-    assert failures == []
-    assert lines[1].split() == ["00_a.ipynb", "10.0", "400", "passed"]
-    assert lines[2].split() == ["01_b.ipynb", "5.0", "300", "passed"]
-    assert lines[-1].endswith("30.0")
+def test_runs_within_every_budget_have_no_verdict():
+    alone = [Measured("00_a.ipynb", 9.0, 500.0, 0), Measured("01_b.ipynb", NOTEBOOK_BUDGET_S, 1500.0, 0)]
+    runs = [(Measured("suite", SUITE_BUDGET_S - 1, RUN_MEMORY_MIB - 1, 0), SUITE_BUDGET_S)]
+    assert verdicts(alone, {}, runs) == []
+    lines = table([*alone, runs[0][0]])
+    assert lines[1].split() == ["00_a.ipynb", "9.0", "500", "passed"]
 
 
 def test_each_budget_that_is_exceeded_is_named():
-    spans = [span("00_a.ipynb", 0.0, NOTEBOOK_BUDGET_S + 1), span("01_b.ipynb", 100.0, 101.0)]
-    samples = [(100.5, int((MEMORY_BUDGET_MIB + 1) * MIB))]
-    _, failures = budget_report(["00_a.ipynb", "01_b.ipynb"], spans, samples, SUITE_BUDGET_S + 1, 0)
-    assert failures == [
-        f"00_a.ipynb took {NOTEBOOK_BUDGET_S + 1:.1f} s (budget {NOTEBOOK_BUDGET_S:.0f} s)",
-        f"01_b.ipynb peaked at {MEMORY_BUDGET_MIB + 1:.0f} MiB (budget {MEMORY_BUDGET_MIB:.0f} MiB)",
-        f"the suite took {SUITE_BUDGET_S + 1:.1f} s (budget {SUITE_BUDGET_S:.0f} s)",
+    alone = [Measured("00_a.ipynb", NOTEBOOK_BUDGET_S + 1, NOTEBOOK_MEMORY_MIB + 1, 0)]
+    runs = [
+        (Measured("suite", SUITE_BUDGET_S + 1, RUN_MEMORY_MIB + 1, 0), SUITE_BUDGET_S),
+        (Measured("unit tests", 999.0, 100.0, 0), None),  # no time budget of its own
+    ]
+    assert verdicts(alone, {}, runs) == [
+        f"OVER BUDGET: 00_a.ipynb took {NOTEBOOK_BUDGET_S + 1:.1f} s alone "
+        f"(budget {NOTEBOOK_BUDGET_S:.0f} s)",
+        f"OVER BUDGET: 00_a.ipynb peaked at {NOTEBOOK_MEMORY_MIB + 1:.0f} MiB "
+        f"(budget {NOTEBOOK_MEMORY_MIB:.0f} MiB)",
+        f"OVER BUDGET: suite took {SUITE_BUDGET_S + 1:.1f} s (budget {SUITE_BUDGET_S:.0f} s)",
+        f"OVER BUDGET: suite peaked at {RUN_MEMORY_MIB + 1:.0f} MiB (budget {RUN_MEMORY_MIB:.0f} MiB)",
     ]
 
 
-def test_each_notebook_is_held_to_its_own_budget(tmp_path):
-    spans = [span("00_a.ipynb", 0.0, 9.0), span("01_b.ipynb", 10.0, 19.0)]
-    budgets = {"00_a.ipynb": 8.0}  # 01_b has none of its own: the hard limit applies
-    _, failures = budget_report(["00_a.ipynb", "01_b.ipynb"], spans, [], 20.0, 0, budgets)
-    assert failures == ["00_a.ipynb took 9.0 s (budget 8 s)"]
+def test_failures_are_named_and_pytests_report_kept():
+    failed = Measured(
+        "00_a.ipynb", 1.0, 10.0, 1, "collected 3 items\n" + "line\n" * 100 + "1 failed, 2 passed\n"
+    )
+    assert verdicts([failed], {}, []) == [
+        "FAILED: 00_a.ipynb failed under nbval (pytest exit status 1; report below)"
+    ]
+    report = failure_report(failed).splitlines()
+    assert report[0] == "--- 00_a.ipynb: the last 60 lines of its output ---"
+    assert report[-1] == "1 failed, 2 passed" and len(report) == 61
+    assert "FAILED (1)" in table([failed])[1]
+
+
+def test_each_notebook_is_held_to_its_own_budget_never_above_the_hard_limit(tmp_path):
+    alone = [Measured("00_a.ipynb", 9.0, 1.0, 0)]
+    assert verdicts(alone, {"00_a.ipynb": 8.0}, []) == [
+        "OVER BUDGET: 00_a.ipynb took 9.0 s alone (budget 8 s)"
+    ]
     notebook = tmp_path / "00_a.ipynb"
     notebook.write_text(json.dumps({"metadata": {"course": {"budget_s": 12}}, "cells": []}))
     assert notebook_budget(notebook) == 12.0
     notebook.write_text(json.dumps({"metadata": {"course": {"budget_s": 300}}, "cells": []}))
-    assert notebook_budget(notebook) == NOTEBOOK_BUDGET_S  # never above the hard limit
-    for real in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        assert 0 < notebook_budget(real) <= NOTEBOOK_BUDGET_S
+    assert notebook_budget(notebook) == NOTEBOOK_BUDGET_S == 15.0
 
 
-def test_failed_missing_and_unexplained_runs_are_reported():
-    spans = [span("00_a.ipynb", 0.0, 1.0, failed=True)]
-    lines, failures = budget_report(["00_a.ipynb", "01_b.ipynb"], spans, [], 5.0, 1)
-    assert failures == ["00_a.ipynb failed under nbval", "01_b.ipynb did not run under nbval"]
-    assert "DID NOT RUN" in lines[2]
-    _, failures = budget_report(["00_a.ipynb"], [span("00_a.ipynb", 0.0, 1.0)], [], 5.0, 4)
-    assert failures == ["pytest exited with status 4; run the notebooks with `course.py test` to see why"]
+def test_a_second_edition_raises_the_whole_tests_budget(tmp_path):
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "00_a.ipynb").touch()
+    (tmp_path / "workers" / "01_not_a_notebook.ipynb").touch()
+    assert whole_budget(tmp_path) == WHOLE_BUDGET_S == 150.0
+    (tmp_path / "zh").mkdir()
+    (tmp_path / "zh" / "00_a.ipynb").touch()
+    assert whole_budget(tmp_path) == WHOLE_BUDGET_TWO_EDITIONS_S == 210.0
 
 
-@pytest.mark.parametrize("fail", [False, True])
-def test_the_plugin_records_one_span_per_notebook_and_its_failures(tmp_path, fail):
-    (tmp_path / "test_nb.py").write_text(
-        f"def test_one():\n    pass\n\ndef test_two():\n    assert not {fail}\n"
-    )
-    out = tmp_path / "spans.json"
-    env = os.environ | {SPANS_ENV: str(out), "PYTHONPATH": str(ROOT / "scripts")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "notebook_spans",
-        "-p",
-        "no:cacheprovider",
-        "test_nb.py",
-    ]
-    subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, timeout=60, check=False)
-    (recorded,) = json.loads(out.read_text())
-    assert recorded["notebook"] == "test_nb.py" and recorded["failed"] is fail
-    assert 0 <= recorded["end"] - recorded["start"] < 30
+def test_measure_keeps_the_output_and_counts_the_children():
+    grandchild = "x = bytearray(64 << 20); import time; time.sleep(1)"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    run = measure("child", [sys.executable, "-c", child + "; print('done'); sys.exit(3)"])
+    assert (run.status, run.output) == (3, "done\n")
+    assert run.peak_mib > 64, "the grandchild's 64 MiB are counted"
+    assert run.seconds >= 1
+
+
+def run_benchmark(*args):
+    cmd = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_an_unknown_notebook_is_refused_with_what_to_pass():
-    cmd = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "notebooks/99_nothing.ipynb"]
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    result = run_benchmark("notebooks/99_nothing.ipynb")
     assert result.returncode == 2
     assert "No such notebook" in result.stdout and "notebooks/05_data_parallel.ipynb" in result.stdout
+
+
+def test_a_corrupt_notebook_is_named_in_one_line_before_anything_runs(tmp_path):
+    broken = tmp_path / "03_broken.ipynb"
+    broken.write_text('{"cells": [')
+    result = run_benchmark(str(broken))
+    assert (result.returncode, result.stderr) == (2, "")
+    assert result.stdout == "03_broken.ipynb is not a valid notebook file (NotJSONError); nothing was run.\n"
+
+
+def test_a_failing_notebook_is_marked_and_pytests_report_says_why():
+    # Under the course root (pytest finds no notebook outside it with the course's configuration),
+    # in a folder of its own: parallel runs never share it.
+    (ROOT / "build").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="bench-test-") as folder:
+        failing_notebook_report(Path(folder) / "04_fails.ipynb")
+
+
+def failing_notebook_report(notebook: Path) -> None:
+    import nbformat
+
+    cells = [nbformat.v4.new_code_cell("raise ValueError('the reason, from the notebook')")]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["course"] = {"budget_s": 15}
+    nbformat.write(nb, notebook)
+    result = run_benchmark(str(notebook))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAILED: 04_fails.ipynb failed under nbval" in result.stdout
+    assert "--- 04_fails.ipynb: the last" in result.stdout
+    report = result.stdout.split("--- 04_fails.ipynb: the last", 1)[1]
+    assert "1 failed" in report and "the reason, from the notebook" in report
+    assert "notebook suite, parallel" in result.stdout

@@ -1,11 +1,13 @@
 """course.py, the README's entry point: it behaves like the program it starts, and says what went wrong.
 
-The signal tests start course.py's `run` on a tiny stand-in child in a session of its own and
-signal it as a terminal would (Ctrl-C: SIGINT to the whole foreground process group) or as
-`kill` would (SIGTERM to course.py alone). Each one starts its course.py with SIGINT at its
-default, as a shell starts a foreground job, so the tests hold whether or not the test run
-itself ignores SIGINT (a background job does); `test_..._when_started_ignoring_sigint` covers
-the background case of course.py itself.
+The signal tests start course.py's `run` on a tiny stand-in child in a session of its own whose
+controlling terminal is a pseudo-terminal, and signal it as a terminal does (Ctrl-C: the byte
+^C written to the terminal, which the kernel turns into SIGINT to the whole foreground process
+group), as an IDE's stop button or `kill -INT PID` does (SIGINT to course.py alone), or as
+`kill` does (SIGTERM to course.py alone). Each one sets its course.py's SIGINT to the default,
+as a shell starts a foreground job, so the tests hold whether or not the test run itself
+ignores SIGINT (a background job does); `test_..._when_started_ignoring_sigint` covers the
+background case of course.py itself. No preexec_fn: a pytest-xdist worker runs threads.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
+import course_shell
 import pytest
 
 import course
 
 WAIT = 60  # seconds: generous bound for a loaded machine; no test waits for it unless broken
+CTRL_C = b"\x03"  # what the Ctrl-C key sends to a terminal (VINTR)
+watchdogs: dict[int, threading.Timer] = {}  # per course.py started: kills its session after WAIT s
 
 # Stands in for JupyterLab: on Ctrl-C it asks its question and carries on; it ends when a line
 # with an exit status arrives on stdin, or with SIGTERM's default action.
@@ -31,12 +38,12 @@ signal.signal(signal.SIGINT, lambda s, f: print("Shut down (y/[n])?", flush=True
 print("ready", flush=True)
 sys.exit(int(sys.stdin.readline()))
 """
-# A child that Ctrl-C ends (SIGINT's default action), like most programs.
+# A child that Ctrl-C ends (SIGINT's default action), like most programs; nothing else ends it.
 DIES_ON_CTRL_C = """
-import signal, sys
+import signal, time
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 print("ready", flush=True)
-sys.stdin.readline()
+time.sleep(600)
 """
 
 
@@ -56,25 +63,48 @@ sys.stdin.readline()
 """
 
 
-def start_course_run(child: str, *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
-    """course.run on `python -c child`, in a new session, SIGINT at its default (or ignored); at "ready"."""
+@pytest.fixture
+def terminal() -> Iterator[tuple[int, int]]:
+    """A pseudo-terminal: (master fd, where Ctrl-C is typed; slave fd, the stand-in's terminal)."""
+    master, slave = os.openpty()
+    yield master, slave
+    os.close(master)
+    os.close(slave)
+
+
+def start_course_run(child: str, tty: int, *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
+    """course.run on `python -c child` in a new session whose terminal is `tty`; returned at "ready".
+
+    The driver takes `tty` as its controlling terminal (so its process group is the terminal's
+    foreground group) and sets SIGINT to the default, or to ignored, before course.run starts. It
+    writes "passed on SIGNAME" to stderr whenever course.py signals its child (two signals that
+    arrive together may reach the child as one, so the child alone cannot tell). The session is
+    killed after WAIT seconds if the test has not finished it by then: no read waits for ever.
+    """
     driver = (
-        f"import sys; sys.path.insert(0, {str(course.ROOT)!r}); import course; "
-        f"sys.exit(course.run([sys.executable, '-c', {child!r}]))"
+        "import fcntl, signal, subprocess, sys, termios\n"
+        f"fcntl.ioctl({tty}, termios.TIOCSCTTY, 0)\n"
+        "send = subprocess.Popen.send_signal\n"
+        "def spy(child, signum):\n"
+        "    print('passed on', signal.Signals(signum).name, file=sys.stderr, flush=True)\n"
+        "    send(child, signum)\n"
+        "subprocess.Popen.send_signal = spy\n"
+        f"signal.signal(signal.SIGINT, signal.{'SIG_IGN' if ignore_sigint else 'SIG_DFL'})\n"
+        f"sys.path.insert(0, {str(course.ROOT)!r}); import course\n"
+        f"sys.exit(course.run([sys.executable, '-c', {child!r}]))\n"
     )
-
-    def like_a_shell() -> None:
-        os.setsid()
-        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
-
     proc = subprocess.Popen(
         [sys.executable, "-c", driver],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=like_a_shell,  # the test process starts no threads here, as preexec_fn needs
+        start_new_session=True,
+        pass_fds=(tty,),
     )
+    watchdog = threading.Timer(WAIT, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdog.start()
+    watchdogs[proc.pid] = watchdog
     assert proc.stdout is not None
     assert proc.stdout.readline().startswith("+ "), "course.run echoes the command first"
     for line in proc.stdout:  # the rest of the echoed command, then the child's first line
@@ -89,36 +119,52 @@ def finish(proc: subprocess.Popen[str], stdin: str = "") -> tuple[int, str, str]
     try:
         out, err = proc.communicate(stdin, timeout=WAIT)
     finally:
+        watchdogs.pop(proc.pid).cancel()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     return proc.returncode, out, err
 
 
-def test_ctrl_c_goes_to_the_child_whose_question_course_py_outlives():
-    proc = start_course_run(ASKS_ON_CTRL_C)
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+def test_ctrl_c_goes_to_the_child_once_and_course_py_outlives_its_question(terminal):
+    master, slave = terminal
+    proc = start_course_run(ASKS_ON_CTRL_C, slave)
+    os.write(master, CTRL_C)  # the terminal sends SIGINT to course.py and the child, from the kernel
     assert proc.stdout.readline() == "Shut down (y/[n])?\n"
     assert proc.poll() is None, "course.py must wait while the child carries on"
     status, out, err = finish(proc, "3\n")  # the child's answer, then its exit status
-    assert (status, out, err) == (3, "", "")
+    assert (status, out, err) == (3, "", ""), "the question came once: course.py did not pass Ctrl-C on"
 
 
-def test_a_child_that_ctrl_c_ends_gives_130_and_no_traceback():
-    proc = start_course_run(DIES_ON_CTRL_C)
-    os.killpg(proc.pid, signal.SIGINT)
+def test_a_child_that_ctrl_c_ends_gives_130_and_no_traceback(terminal):
+    master, slave = terminal
+    proc = start_course_run(DIES_ON_CTRL_C, slave)
+    os.write(master, CTRL_C)
     assert finish(proc) == (128 + signal.SIGINT, "", "")
 
 
-def test_sigterm_to_course_py_alone_is_passed_on_to_the_child():
-    proc = start_course_run(WAITS)
+@pytest.mark.skipif(not course_shell.CAN_TELL_SENDER, reason="the platform does not say who sent a signal")
+def test_sigint_to_course_py_alone_is_passed_on_to_the_child_as_an_ide_stop_button_sends_it(terminal):
+    proc = start_course_run(ASKS_ON_CTRL_C, terminal[1])
+    os.kill(proc.pid, signal.SIGINT)  # course.py only: the child gets it only if course.py passes it on
+    assert proc.stdout.readline() == "Shut down (y/[n])?\n"
+    assert finish(proc, "5\n") == (5, "", "passed on SIGINT\n")
+    proc = start_course_run(DIES_ON_CTRL_C, terminal[1])
+    os.kill(proc.pid, signal.SIGINT)
+    assert finish(proc) == (128 + signal.SIGINT, "", "passed on SIGINT\n")
+
+
+def test_sigterm_to_course_py_alone_is_passed_on_to_the_child(terminal):
+    proc = start_course_run(WAITS, terminal[1])
     os.kill(proc.pid, signal.SIGTERM)  # course.py only, as `kill PID` sends it
-    assert finish(proc) == (128 + signal.SIGTERM, "", "")
+    assert finish(proc) == (128 + signal.SIGTERM, "", "passed on SIGTERM\n")
 
 
-def test_started_ignoring_sigint_the_child_ignores_it_too_as_a_background_job_does():
-    proc = start_course_run(INHERITS, ignore_sigint=True)
-    os.killpg(proc.pid, signal.SIGINT)  # ignored by both; then the child ends normally
+def test_started_ignoring_sigint_the_child_ignores_it_too_as_a_background_job_does(terminal):
+    master, slave = terminal
+    proc = start_course_run(INHERITS, slave, ignore_sigint=True)
+    os.write(master, CTRL_C)  # ignored by both
+    os.kill(proc.pid, signal.SIGINT)  # and not passed on: course.py was told to ignore it
     assert finish(proc, "\n") == (0, "", "")
 
 
@@ -189,3 +235,114 @@ def test_an_install_that_fails_for_another_reason_does_not_blame_the_network(
         course.install(Path(sys.executable), "--no-deps", "--target", str(tmp_path), str(tmp_path / "none"))
     assert str(failed.value.code).startswith("Installing the course failed (pip exit status 1)")
     assert "ERROR" in capsys.readouterr().out, "pip's own report is shown"
+
+
+def test_test_help_says_how_to_run_serially_and_what_goes_to_pytest(capsys):
+    assert course.main(["test", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "-n 0" in out and "serially" in out and "goes to pytest" in out and "--here" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "parallel"),
+    [
+        (["tests/"], ["-n", str(course_shell.worker_count()), "--dist", "loadscope"]),
+        (["-n", "0", "-x"], ["--dist", "loadscope"]),
+        (["-n3"], ["--dist", "loadscope"]),
+        (["--dist=loadfile", "-k", "x"], ["-n", str(course_shell.worker_count())]),
+        (["-p", "no:xdist"], []),
+    ],
+)
+def test_pytest_runs_in_parallel_unless_the_arguments_choose(args, parallel):
+    command = course_shell.pytest_command("python", args)
+    assert command == ["python", "-m", "pytest", *parallel, *args]
+
+
+def test_here_in_a_python_without_the_test_tools_names_the_pip_lines_and_makes_no_venv(tmp_path):
+    """A fresh venv without pip, pytest, nbval or torch: --here says what is missing, and stops."""
+    course_root = tmp_path / "course"
+    (course_root / "scripts").mkdir(parents=True)
+    for name in ("course.py", "pyproject.toml", "scripts/course_shell.py"):
+        (course_root / name).write_bytes((course.ROOT / name).read_bytes())
+    bare = tmp_path / "bare"
+    venv.EnvBuilder(with_pip=False).create(bare)
+    result = subprocess.run(
+        [str(course_shell.env_python(bare)), "course.py", "test", "--here", "tests/"],
+        cwd=course_root,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "PyTorch: not installed" in result.stdout
+    assert "This Python lacks what the tests need" in result.stderr
+    lines = result.stderr.splitlines()
+    pip_line = next(line for line in lines if "'nbval>=0.11'" in line)
+    assert pip_line.strip().startswith(f"{course_shell.env_python(bare)} -m pip install ")
+    assert "'pytest>=8.2'" in pip_line and "'pytest-xdist>=3.6'" in pip_line and "ruff" not in pip_line
+    assert any(line.strip().endswith(f"-m pip install --no-deps -e {course_root}") for line in lines)
+    assert not (course_root / ".venv").exists() and "+ " not in result.stdout, "nothing was run"
+
+
+def test_here_asks_only_for_what_is_missing():
+    requirements = course.here_requirements(course.ROOT / "pyproject.toml")
+    assert "pytest-xdist>=3.6" in requirements and not any(
+        r.startswith(("torch", "ruff")) for r in requirements
+    )
+    own = str(course.ROOT / "src" / "course_utils" / "__init__.py")
+    found = {"torch": "2.11.0", "missing": ["nbval"], "course_utils": own}
+    assert course.missing_here(found, requirements, "py") == ["py -m pip install 'nbval>=0.11'"]
+    assert course.missing_here(found | {"missing": []}, requirements, "py") == []
+    elsewhere = found | {"missing": [], "course_utils": "/opt/site-packages/course_utils/__init__.py"}
+    assert course.missing_here(elsewhere, requirements, "py") == [
+        f"py -m pip install --no-deps -e {course.ROOT}"
+    ]
+
+
+def test_here_describes_torch_its_build_and_the_gpus():
+    found = {"python": "3.12.1", "torch": "2.11.0+cu128", "build": "CUDA 12.8", "devices": ["NVIDIA H100"]}
+    assert course.describe_here(found)[1:] == [
+        "PyTorch 2.11.0+cu128, CUDA 12.8 build",
+        "CUDA devices: 1: 0: NVIDIA H100",
+    ]
+
+
+def test_here_runs_the_tests_in_the_python_that_runs_it():
+    """In .venv's own Python (it has everything): the report, then pytest in that Python, serially here."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "course.py",
+            "test",
+            "--here",
+            "-n",
+            "0",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_course_command.py",
+            "-k",
+            "unknown_command",
+        ],
+        cwd=course.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 2,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Python {sys.version.split()[0]} ({sys.executable})" in result.stdout
+    assert f"+ {sys.executable} -m pytest -n 0" not in result.stdout  # `-n 0` chosen: none added
+    assert f"+ {sys.executable} -m pytest --dist loadscope -n 0 -q" in result.stdout
+    assert "1 passed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "script", ["benchmark", "kernel_memory", "regenerate", "stress", "torch_matrix", "website"]
+)
+def test_every_script_has_help_and_none_imports_course_py(script):
+    path = course.ROOT / "scripts" / f"{script}.py"
+    result = subprocess.run(
+        [sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=WAIT
+    )
+    assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stdout + result.stderr
+    assert "import course\n" not in path.read_text() and "from course import" not in path.read_text()

@@ -237,8 +237,8 @@ def test_readme_order_is_read_from_the_table_not_from_first_mentions():
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"budget_s": 0}, "metadata.course.budget_s is 0, not whole seconds from 1 to 20"),
-        ({"budget_s": 25}, "budget_s is 25"),
+        ({"budget_s": 0}, "metadata.course.budget_s is 0, not whole seconds from 1 to 15"),
+        ({"budget_s": 16}, "budget_s is 16"),
         ({"budget_s": 12.5}, "budget_s is 12.5"),
         ({"starts_processes": "yes"}, "starts_processes is 'yes', not true or false"),
         ({"uses_gpus": 2}, 'uses_gpus is 2, not "none", "1+" or "2+"'),

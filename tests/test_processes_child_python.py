@@ -157,6 +157,7 @@ def test_a_child_without_gpus_sees_none_and_gets_its_arguments():
 
 def test_env_sets_replaces_and_removes_the_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "garbage")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)  # whatever this process was given
     code = (
         "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')), os.environ.get('CUDA_DEVICE_ORDER'))"
     )

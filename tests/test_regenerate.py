@@ -111,6 +111,31 @@ def test_change_summary_counts_lines_like_git_diff_stat():
     assert change_summary("a\nb\nc\n", "a\nB\nc\nd\n") == "changed: 2 line(s) added, 1 removed (see git diff)"
 
 
+def start_regenerate(path: Path, *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
+    """regenerate.py on `path` in a new session, SIGINT at Python's default (or ignored), as from a shell.
+
+    A wrapper sets SIGINT, compiles the script, says "starting" and runs it as __main__ (no
+    preexec_fn: a pytest-xdist worker runs threads). Returned after "starting".
+    """
+    script = Path(regenerate_module.__file__)
+    disposition = "SIG_IGN" if ignore_sigint else "default_int_handler"  # what Python sets at its start
+    wrapper = (
+        f"import signal, sys; signal.signal(signal.SIGINT, signal.{disposition}); "
+        f"sys.argv = [{str(script)!r}, {str(path)!r}]; sys.path.insert(0, {str(script.parent)!r}); "
+        f"code = compile(open({str(script)!r}).read(), {str(script)!r}, 'exec'); "
+        f"print('starting', flush=True); exec(code, {{'__name__': '__main__', '__file__': {str(script)!r}}})"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", wrapper],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout.readline() == "starting\n"
+    return proc
+
+
 def interrupt_during_a_cell(tmp_path, ignore_sigint):
     """Run regenerate.py on a notebook whose cell waits for a file; SIGINT its process group during the cell.
 
@@ -124,17 +149,7 @@ def interrupt_during_a_cell(tmp_path, ignore_sigint):
     nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
     before = path.read_bytes()
 
-    def like_a_shell():
-        os.setsid()
-        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
-
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(regenerate_module.__file__)), str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=like_a_shell,  # the test process starts no threads here, as preexec_fn needs
-    )
+    proc = start_regenerate(path, ignore_sigint=ignore_sigint)
     try:
         deadline = time.monotonic() + 120  # a kernel start on a loaded machine; not a speed check
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -164,6 +179,35 @@ def test_started_ignoring_sigint_as_a_background_job_it_runs_on(tmp_path):
     status, out, err, _, after = interrupt_during_a_cell(tmp_path, ignore_sigint=True)
     assert (status, "Traceback" in err) == (0, False), out
     assert out.startswith("regenerated ") and "second cell" in after.decode()
+
+
+def test_ctrl_c_in_the_first_seconds_says_one_line_and_leaves_no_kernel(tmp_path):
+    """Interrupted while the script imports, while the kernel starts, or at its first cell: one line, 130.
+
+    From the script's first line on; during the interpreter's own start (about 0.1 s before it)
+    Python prints its traceback whatever the script does.
+    """
+    path = tmp_path / "waits.ipynb"
+    cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(600)")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+    before = path.read_bytes()
+    for delay in (0.1, 0.25, 0.5, 1.0, 2.0, 3.5):  # from 0.1 s: the wrapper is in the script by then
+        proc = start_regenerate(path)
+        try:
+            time.sleep(delay)
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode == 128 + signal.SIGINT, (delay, out, err)
+        assert out in (
+            "Interrupted (SIGINT) before any notebook ran; nothing was written.\n",
+            "Interrupted (SIGINT): waits.ipynb was not written; the notebooks before it were.\n",
+        ), (delay, out, err)
+        assert "Traceback" not in err and "Error" not in err, (delay, err)  # the kernel may warn
+        assert path.read_bytes() == before
 
 
 def test_a_file_that_is_not_a_notebook_is_named_and_left_alone(tmp_path, capsys):

@@ -51,18 +51,66 @@ def test_a_python_that_cannot_make_the_environment_says_so_and_leaves_nothing(tm
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--torch", "2.13.0", "--python"], "minor version such as 3.12"),
+        (["--torch", "2.13.0", "--python"], "--python: expected one argument"),
         (["--torch", "2.13.0", "--python", "python3.12"], "minor version such as 3.12"),
-        (["--torch"], "Name the PyTorch release"),
+        (["--torch"], "--torch: expected one argument"),
+        (["--cuda", "notebooks/"], "the following arguments are required: --torch"),
         (["--torch", "2.14"], "full release number"),
         (["--torch", "latest"], "full release number"),
-        (["--torch", "2.14.1", "--cuda", "--cpu"], "not both"),
+        (["--torch", "2.14.1", "--cuda", "--cpu"], "not allowed with argument --cuda"),
     ],
 )
-def test_bad_arguments_say_what_to_pass(argv, message):
-    with pytest.raises(ValueError, match=message):
-        torch_matrix.parse(argv)
-    assert torch_matrix.main(argv) == 2
+def test_bad_arguments_say_what_to_pass(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        torch_matrix.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("usage: python3 course.py test --torch VERSION")
+
+
+def test_pytest_arguments_that_look_like_ours_reach_pytest():
+    request = torch_matrix.parse(["--torch", "2.14.1", "--py", "-k", "cpu", "-n", "0"])
+    assert request.pytest_args == ("--py", "-k", "cpu", "-n", "0") and request.build is None
+
+
+def test_the_script_has_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        torch_matrix.main(["--help"])
+    assert info.value.code == 0
+    assert "--cuda" in capsys.readouterr().out
+
+
+def test_an_install_that_fails_leaves_no_environment(tmp_path, monkeypatch, capsys):
+    """The environment this run created goes when pip fails; one that existed before stays."""
+    (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    made = []
+
+    def create(builder, env):
+        made.append(env)
+        _fake_env(env)
+
+    monkeypatch.setattr(torch_matrix.venv.EnvBuilder, "create", create)
+
+    def failing_pip(python, *args):
+        assert (tmp_path / ".venv-torch-2.99.0").is_dir(), "the environment exists while pip runs"
+        raise SystemExit("Installing the course failed (pip exit status 1); see above.")
+
+    monkeypatch.setattr(torch_matrix, "install", failing_pip)
+    request = torch_matrix.parse(["--torch", "2.99.0"])
+    with pytest.raises(SystemExit, match="pip exit status 1"):
+        torch_matrix.ensure_env(request, root=tmp_path)
+    assert made and not (tmp_path / request.env_name).exists()
+    assert "Removed .venv-torch-2.99.0/" in capsys.readouterr().err
+    _fake_env(tmp_path / request.env_name)  # made by an earlier run: a failed update keeps it
+    with pytest.raises(SystemExit):
+        torch_matrix.ensure_env(request, root=tmp_path)
+    assert (tmp_path / request.env_name).is_dir() and len(made) == 1
+
+
+def _fake_env(env: Path) -> None:
+    python = torch_matrix.env_python(env)
+    python.parent.mkdir(parents=True)
+    python.touch()
 
 
 def test_the_pin_is_replaced_and_everything_else_kept():
@@ -100,24 +148,31 @@ def test_course_py_runs_the_stress_script_in_the_course_environment(monkeypatch)
     monkeypatch.setattr(course, "run", lambda cmd: calls.append(cmd) or 0)
     monkeypatch.setattr(course, "ensure_environment", lambda: Path("venv-python"))
     assert course.main(["test", "--stress", "--rounds", "2"]) == 0
-    assert calls == [[Path("venv-python"), "scripts/stress.py", "--stress", "--rounds", "2"]]
+    assert calls == [[Path("venv-python"), "scripts/stress.py", "--rounds", "2"]]
 
 
 @pytest.mark.parametrize(
     ("argv", "rounds"),
-    [(["--stress"], 3), (["--stress", "--rounds", "5"], 5), (["--stress", "--rounds", "1"], 1)],
+    [([], 3), (["--rounds", "5"], 5), (["--rounds", "1"], 1)],
 )
 def test_stress_rounds(argv, rounds):
-    assert stress.parse(argv) == rounds
+    assert stress.parser().parse_args(argv).rounds == rounds
 
 
 @pytest.mark.parametrize(
-    "argv", [["--stress", "--rounds", "0"], ["--stress", "--rounds"], ["--stress", "-n", "2"]]
+    ("argv", "message"),
+    [
+        (["--rounds", "0"], "whole number of at least 1, not '0'"),
+        (["--rounds"], "expected one argument"),
+        (["-n", "2"], "unrecognized arguments: -n 2"),
+    ],
 )
-def test_bad_stress_arguments_say_what_to_pass(argv):
-    with pytest.raises(ValueError, match="whole number of at least 1"):
-        stress.parse(argv)
-    assert stress.main(argv) == 2
+def test_bad_stress_arguments_say_what_to_pass(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        stress.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("usage: python3 course.py test --stress")
 
 
 def _notebook(path: Path, course_block: object) -> None:

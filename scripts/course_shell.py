@@ -1,0 +1,189 @@
+"""What `course.py` and the scripts it starts share: run a child as if alone, install with pip, test.
+
+Only the standard library is used: `course.py` imports this before any set-up, with whatever
+Python 3.11+ runs it. No script imports `course.py` itself; both import this.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parent.parent
+# What pip prints when it cannot reach a package index (connection refused, DNS, proxy, timeout).
+NO_NETWORK = re.compile(
+    r"NewConnectionError|Failed to establish a new connection|Connection refused|"
+    r"Temporary failure in name resolution|Name or service not known|Network is unreachable|"
+    r"ProxyError|ConnectTimeoutError|ReadTimeoutError|Could not fetch URL|"
+    r"connection broken by|Max retries exceeded"
+)
+# Where the kernel tells a signal from a process: si_code > 0 (SI_KERNEL, a terminal's Ctrl-C) or
+# <= 0 (SI_USER, SI_QUEUE, SI_TKILL: kill(), killpg(), sigqueue() from some process).
+_SENT_BY_A_PROCESS = 0
+# Whether this platform can read who sent a signal (Linux; not macOS or Windows).
+CAN_TELL_SENDER = hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask")
+
+
+def env_python(env: Path) -> Path:
+    """The interpreter inside the virtual environment `env`."""
+    return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def worker_count() -> int:
+    """The CPUs this process may run on: how many pytest workers `course.py test` starts."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def pytest_command(python: Path | str, args: list[str]) -> list[str | Path]:
+    """pytest on `args`, in parallel over `worker_count()` workers unless `args` choose (`-n 0`: serially).
+
+    `--dist loadscope` keeps each notebook's cells in order in one worker, as nbval needs, and
+    spreads the unit tests module by module. (`loadgroup`, which could spread them one by one,
+    does not group anything under pytest 9.2: it rewrites a node id that pytest now derives.)
+    """
+    if "no:xdist" in args:  # `-p no:xdist`: pytest without the plugin, serially
+        return [python, "-m", "pytest", *args]
+    chosen = any(arg in ("-n", "--numprocesses") or arg.startswith(("-n", "--numprocesses=")) for arg in args)
+    parallel = [] if chosen else ["-n", str(worker_count())]
+    if not any(arg == "--dist" or arg.startswith("--dist=") for arg in args):
+        parallel += ["--dist", "loadscope"]
+    return [python, "-m", "pytest", *parallel, *args]
+
+
+def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, str] | None = None) -> int:
+    """Run a command from the course root as if it ran alone; return its exit status as a shell shows it.
+
+    Ctrl-C from the terminal reaches the child directly (same process group) and is not passed
+    on, so the child's own handling applies once. A SIGINT sent to this process alone (an IDE's
+    stop button, a supervisor: `kill -INT PID`) is passed on, where the platform says who sent
+    it (Linux); SIGTERM is always passed on. When `output` is a list, the child's stdout and
+    stderr are echoed as they come and also collected there, line by line. `env`, when given,
+    is the child's whole environment.
+    """
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    child: subprocess.Popen[str] | None = None
+    early: list[int] = []  # a SIGTERM that arrived before the child existed
+
+    def pass_on(signum: int, frame: FrameType | None) -> None:
+        if child is None:
+            early.append(signum)
+        else:
+            child.send_signal(signum)
+
+    # A Python-level handler (unlike SIG_IGN) is reset to the default in the child at exec.
+    # A SIGINT this process was started ignoring (a background job) stays ignored, for both.
+    ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN if ignoring_sigint else lambda s, f: None)
+    previous_term = signal.signal(signal.SIGTERM, pass_on)
+    try:
+        capture = subprocess.PIPE if output is not None else None
+        with subprocess.Popen(
+            [str(c) for c in cmd],
+            cwd=ROOT,
+            env=env,
+            stdout=capture,
+            stderr=subprocess.STDOUT if capture else None,
+            text=True,
+        ) as child:
+            for signum in early:
+                child.send_signal(signum)
+            with _passing_on_sigint(child, enabled=not ignoring_sigint):
+                if child.stdout is not None and output is not None:
+                    for line in child.stdout:
+                        print(line, end="", flush=True)
+                        output.append(line)
+                child.wait()
+        status = child.returncode
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+    return 128 - status if status < 0 else status
+
+
+class _passing_on_sigint:
+    """While the child runs, pass on each SIGINT that a process sent to this one (not a terminal's).
+
+    SIGINT is blocked in this thread (the child, started before, keeps its own mask) and taken by
+    a thread with `sigtimedwait`, which says who sent it. The child already has a terminal's
+    Ctrl-C, which goes to the whole foreground process group.
+    """
+
+    def __init__(self, child: subprocess.Popen[str], *, enabled: bool) -> None:
+        self.child, self.enabled = child, enabled and CAN_TELL_SENDER
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._forward, daemon=True)
+
+    def __enter__(self) -> None:
+        if self.enabled:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            self.thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.enabled:
+            return
+        self.done.set()
+        self.thread.join()
+        while signal.sigtimedwait({signal.SIGINT}, 0) is not None:  # one that came at the very end
+            pass
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    def _forward(self) -> None:
+        while not self.done.is_set():
+            info = signal.sigtimedwait({signal.SIGINT}, 0.1)
+            if info is not None and info.si_code <= _SENT_BY_A_PROCESS and self.child.poll() is None:
+                self.child.send_signal(signal.SIGINT)
+
+
+def requirements_for_tests(project: dict) -> list[str]:
+    """The test extra's requirements (from pyproject's `project` table), the course's own extras spelt out.
+
+    `course-utils[site]` in the test extra becomes the requirements of the `site` extra.
+    """
+    extras, wanted = project["optional-dependencies"], []
+    for requirement in extras["test"]:
+        own = re.fullmatch(rf"{re.escape(project['name'])}\[([\w,\s-]+)\]", requirement)
+        wanted += [r for extra in own[1].split(",") for r in extras[extra.strip()]] if own else [requirement]
+    return wanted
+
+
+def requirement_name(requirement: str) -> str:
+    """The distribution a requirement names: `nbval` for `nbval>=0.11`, `torch` for `torch==2.13.*`."""
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    if match is None:
+        raise ValueError(f"not a requirement: {requirement!r}")
+    return match[0]
+
+
+def install(python: Path, *pip_args: str) -> None:
+    """`pip install` into the environment of `python`; exit with one line saying why if that fails."""
+    output: list[str] = []
+    status = run([python, "-m", "pip", "install", "--quiet", *pip_args], output=output)
+    if status == 0:
+        return
+    if any(NO_NETWORK.search(line) for line in output):
+        sys.exit(
+            "Installing the course failed: pip could not download the packages (no connection to the "
+            "package index, see above). Check the network, set a proxy (HTTPS_PROXY=http://host:port) "
+            "or point pip at a reachable index (PIP_INDEX_URL=...), then run this again."
+        )
+    sys.exit(f"Installing the course failed (pip exit status {status}); see above.")
+
+
+def lint_and_test(
+    python: Path | str, args: list[str], *, lint: bool = True, env: dict[str, str] | None = None
+) -> int:
+    """What `course.py test` runs: ruff (unless not `lint`), then pytest on `args` (`pytest_command`)."""
+    for check in (["check"], ["format", "--check"]) if lint else ():
+        status = run([python, "-m", "ruff", *check, "."], env=env)
+        if status != 0:
+            print("ruff found problems (above); `ruff check --fix . && ruff format .` fixes most.")
+            return status
+    return run(pytest_command(python, args), env=env)
