@@ -202,6 +202,14 @@ def steps_with_scaled_gradients(ddp, optimizer, scaler, x, y):
     scaler.update()
 
 
+def never_zeroes(ddp, optimizer, scaler, x, y):  # right on the first two batches; the inf stays after a skip
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.mse_loss(ddp(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def rank_exits(ddp, optimizer, scaler, x, y):
     ddp(x)  # uses its arguments, then leaves
     sys.exit(0)
@@ -225,6 +233,7 @@ def test_amp_step_right(step):
         (forgets_update, "update()"),
         (in_float32, "float32"),
         (steps_with_scaled_gradients, "No inf checks were recorded prior to update."),
+        (never_zeroes, "Zero the gradients"),
     ],
 )
 def test_amp_step_wrong(step, hint):

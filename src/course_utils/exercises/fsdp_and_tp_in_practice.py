@@ -22,11 +22,11 @@ _SHAPES = {"0.weight": (256, 64), "0.bias": (256,), "2.weight": (64, 256), "2.bi
 
 
 def _count(value: Any, name: str, what: str) -> tuple[int | None, CheckResult | None]:
-    """The answer as an int, or a hint: any integral number is accepted, floats and strings are not."""
+    """The answer as an int, or a hint: a whole number passes (16, or 16.0 from `/`), a string does not."""
     if value is None or value is Ellipsis:
         return None, failed(f"replace the `...` of `{name}` with {what}.")
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return None, failed(f"`{name}` should be a whole number (an int), not {type(value).__name__}.")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value).is_integer():
+        return None, failed(f"`{name}` should be a whole number (an int), not {value!r}.")
     return int(value), None
 
 

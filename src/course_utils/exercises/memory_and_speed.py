@@ -215,7 +215,8 @@ def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
         torch.manual_seed(1)
         x, y = torch.randn(2 * _WORLD_SIZE, 8), torch.randn(2 * _WORLD_SIZE, 4)
         mine = x.chunk(_WORLD_SIZE)[rank], y.chunk(_WORLD_SIZE)[rank]
-        batches = {"normal": mine, "overflowing": (mine[0] * _HUGE, mine[1])}
+        # A normal batch after the skipped step shows whether each step starts from zeroed gradients.
+        batches = {"normal": mine, "overflowing": (mine[0] * _HUGE, mine[1]), "normal again": mine}
         result: dict[str, Any] = {"error": ""}
         for who, fn in (("reader", step), ("reference", _reference_step)):
             torch.manual_seed(0)
@@ -312,9 +313,17 @@ def check_amp_step(step: Any) -> CheckResult:
         for a, b in zip(r["reader"]["overflowing"]["weights"], after["weights"], strict=True)
     ):
         return failed("the ranks hold different weights: run the backward pass through the DDP model.")
+    if not all(
+        torch.allclose(a, b, atol=1e-6)
+        for a, b in zip(reader["normal again"]["weights"], reference["normal again"]["weights"], strict=True)
+    ):
+        return failed(
+            "the normal batch after the skipped one did not give the right step: the skipped step's inf "
+            "gradients were still there. Zero the gradients at the start of each step."
+        )
     return passed(
         "a normal batch steps with the unscaled gradients; the overflowing one is skipped and the "
-        f"scale halves ({_SCALE:g} -> {after['scale']:g}), on both ranks."
+        f"scale halves ({_SCALE:g} -> {after['scale']:g}), on both ranks; the next batch steps again."
     )
 
 
