@@ -111,6 +111,10 @@ def skips_a_block(blocks, x):
     return x
 
 
+def checkpoints_all_as_one(blocks, x):  # every block runs again, but only x is kept
+    return checkpoint(lambda t: plain(blocks, t), x, use_reentrant=False)
+
+
 def calls_exit(blocks, x):
     sys.exit(0)
 
@@ -141,6 +145,7 @@ def test_checkpointed_forward_right(forward):
         (lambda blocks, x: x[:, :2], "shape"),
         (lambda blocks, x: 1 / 0, "ZeroDivisionError"),
         (calls_exit, "sys.exit()"),
+        (checkpoints_all_as_one, "checkpointed together"),
     ],
 )
 def test_checkpointed_forward_wrong(forward, hint):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.amp import GradScaler
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.checkpoint import checkpoint
 
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
 from course_utils.launcher import LaunchError, LaunchTimeoutError, WorkerError, launch
@@ -182,6 +183,12 @@ def check_checkpointed_forward(forward: Any) -> CheckResult:
         )
     if saved >= plain_saved:
         return failed("the blocks ran again, yet the forward saved as much as without checkpointing.")
+    _, _, each_saved, _ = _run_forward(_checkpointed_forward, _exercise_blocks(), x)
+    if saved < each_saved:
+        return failed(
+            f"the forward saved {saved:,} bytes, less than checkpointing each block does ({each_saved:,}): "
+            "the blocks were checkpointed together, as one. Checkpoint each block on its own."
+        )
     return passed(
         f"each of the {_BLOCKS} blocks ran its forward again in backward; the forward saved "
         f"{saved:,} bytes instead of {plain_saved:,}, with the same gradients."
@@ -192,6 +199,13 @@ def _plain_forward(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
     """The reference: every block in turn, nothing checkpointed."""
     for block in blocks:
         x = block(x)
+    return x
+
+
+def _checkpointed_forward(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+    """The reference: every block in turn, each under non-reentrant checkpointing."""
+    for block in blocks:
+        x = checkpoint(block, x, use_reentrant=False)
     return x
 
 
