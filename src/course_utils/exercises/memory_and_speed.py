@@ -3,7 +3,7 @@
 Each check says what is right or wrong, with a hint, never the solution. The checkpointing check
 runs the reader's function on a small model and counts the recomputed forwards, the saved bytes
 and the gradients; the mixed-precision check runs the reader's step in two real gloo ranks, on a
-normal batch and on one whose float16 gradients overflow.
+normal batch, on one whose float16 gradients overflow, and on a normal one again.
 (No `from __future__ import annotations` here: DDP checks a comm hook's annotations as objects.)
 """
 
@@ -222,7 +222,7 @@ def _reference_step(
 
 
 def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
-    """One rank: the reader's step and the reference step, on a normal and on an overflowing batch."""
+    """One rank: the reader's step and the reference step, on a normal, an overflowing, a normal batch."""
     dist.init_process_group("gloo")
     try:
         rank = dist.get_rank()
@@ -269,7 +269,8 @@ def check_amp_step(step: Any) -> CheckResult:
     """Check `step(ddp, optimizer, scaler, x, y)`: one float16 autocast step with a GradScaler.
 
     Runs it in two real gloo ranks on a normal batch, then on a batch whose scaled float16
-    gradients overflow, and compares weights and scale with the reference step.
+    gradients overflow, then on the normal batch again, and compares weights and scale with the
+    reference step.
     """
     if (verdict := not_a_function(step, "amp_step(ddp, optimizer, scaler, x, y)")) is not None:
         return verdict
