@@ -76,6 +76,9 @@ def test_right_answers_pass():
     assert check_accumulation_collectives(np.int64(gathers), np.int32(scatters)).ok
     assert check_two_d_bytes(two_d_bytes()).ok
     assert check_two_d_bytes(np.int64(two_d_bytes())).ok
+    # one rule in every check: a whole number is an integer (int, NumPy, 0-d tensor), never a float
+    assert "not a float" in str(check_accumulation_collectives(float(gathers), np.float64(scatters)))
+    assert "not a float" in str(check_two_d_bytes(float(two_d_bytes())))
 
 
 @pytest.mark.parametrize(
@@ -83,7 +86,8 @@ def test_right_answers_pass():
     [
         (..., 2, "replace the `...`"),
         (16, None, "replace the `...`"),
-        (16.0, 2, "whole number"),
+        (16.5, 2, "whole number"),
+        (float("nan"), 2, "whole number"),
         ("16", 2, "whole number"),
         (True, 2, "whole number"),
         (16, 8, "for every micro-batch"),
@@ -102,7 +106,7 @@ def test_wrong_counts_get_a_hint(gathers, scatters, hint):
     ("answer", "hint"),
     [
         (..., "replace the `...`"),
-        (float(two_d_bytes()), "whole number"),
+        (two_d_bytes() + 0.5, "whole number"),
         (132_352 // 8, "does RowwiseParallel split"),
         (two_d_bytes() // 4, "count of numbers"),
         (132_352 // 2, "one mesh dimension only"),

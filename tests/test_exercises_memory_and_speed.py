@@ -111,6 +111,10 @@ def skips_a_block(blocks, x):
     return x
 
 
+def checkpoints_all_as_one(blocks, x):  # every block runs again, but only x is kept
+    return checkpoint(lambda t: plain(blocks, t), x, use_reentrant=False)
+
+
 def calls_exit(blocks, x):
     sys.exit(0)
 
@@ -141,6 +145,7 @@ def test_checkpointed_forward_right(forward):
         (lambda blocks, x: x[:, :2], "shape"),
         (lambda blocks, x: 1 / 0, "ZeroDivisionError"),
         (calls_exit, "sys.exit()"),
+        (checkpoints_all_as_one, "checkpointed together"),
     ],
 )
 def test_checkpointed_forward_wrong(forward, hint):
@@ -202,6 +207,14 @@ def steps_with_scaled_gradients(ddp, optimizer, scaler, x, y):
     scaler.update()
 
 
+def never_zeroes(ddp, optimizer, scaler, x, y):  # right on the first two batches; the inf stays after a skip
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.mse_loss(ddp(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def rank_exits(ddp, optimizer, scaler, x, y):
     ddp(x)  # uses its arguments, then leaves
     sys.exit(0)
@@ -225,6 +238,7 @@ def test_amp_step_right(step):
         (forgets_update, "update()"),
         (in_float32, "float32"),
         (steps_with_scaled_gradients, "No inf checks were recorded prior to update."),
+        (never_zeroes, "Zero the gradients"),
     ],
 )
 def test_amp_step_wrong(step, hint):

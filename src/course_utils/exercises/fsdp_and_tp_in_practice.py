@@ -6,10 +6,9 @@ a hint, never the solution. The unit tests compare the expected answers with rea
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
-from course_utils.exercises import CheckResult, failed, passed
+from course_utils.exercises import CheckResult, failed, integral_value, passed, whole_number_hint
 
 # Exercise 1: notebook 13's MLP (two Linear layers, each fully_shard-ed, then the root), default
 # reshard_after_forward, gradients accumulated over this many micro-batches per optimizer step.
@@ -22,12 +21,13 @@ _SHAPES = {"0.weight": (256, 64), "0.bias": (256,), "2.weight": (64, 256), "2.bi
 
 
 def _count(value: Any, name: str, what: str) -> tuple[int | None, CheckResult | None]:
-    """The answer as an int, or a hint: any integral number is accepted, floats and strings are not."""
+    """The answer as an int (read as every check reads whole numbers), or a hint."""
     if value is None or value is Ellipsis:
         return None, failed(f"replace the `...` of `{name}` with {what}.")
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        return None, failed(f"`{name}` should be a whole number (an int), not {type(value).__name__}.")
-    return int(value), None
+    number = integral_value(value)
+    if number is None:
+        return None, failed(whole_number_hint(value, f"`{name}`"))
+    return number, None
 
 
 def accumulation_collectives(micro_batches: int = MICRO_BATCHES, layers: int = FSDP_LAYERS) -> tuple:

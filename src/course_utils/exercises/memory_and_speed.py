@@ -3,7 +3,7 @@
 Each check says what is right or wrong, with a hint, never the solution. The checkpointing check
 runs the reader's function on a small model and counts the recomputed forwards, the saved bytes
 and the gradients; the mixed-precision check runs the reader's step in two real gloo ranks, on a
-normal batch and on one whose float16 gradients overflow.
+normal batch, on one whose float16 gradients overflow, and on a normal one again.
 (No `from __future__ import annotations` here: DDP checks a comm hook's annotations as objects.)
 """
 
@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.amp import GradScaler
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.checkpoint import checkpoint
 
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
 from course_utils.memory import LINES, saved_activation_bytes
@@ -182,6 +183,12 @@ def check_checkpointed_forward(forward: Any) -> CheckResult:
         )
     if saved >= plain_saved:
         return failed("the blocks ran again, yet the forward saved as much as without checkpointing.")
+    _, _, each_saved, _ = _run_forward(_checkpointed_forward, _exercise_blocks(), x)
+    if saved < each_saved:
+        return failed(
+            f"the forward saved {saved:,} bytes, less than checkpointing each block does ({each_saved:,}): "
+            "the blocks were checkpointed together, as one. Checkpoint each block on its own."
+        )
     return passed(
         f"each of the {_BLOCKS} blocks ran its forward again in backward; the forward saved "
         f"{saved:,} bytes instead of {plain_saved:,}, with the same gradients."
@@ -192,6 +199,13 @@ def _plain_forward(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
     """The reference: every block in turn, nothing checkpointed."""
     for block in blocks:
         x = block(x)
+    return x
+
+
+def _checkpointed_forward(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+    """The reference: every block in turn, each under non-reentrant checkpointing."""
+    for block in blocks:
+        x = checkpoint(block, x, use_reentrant=False)
     return x
 
 
@@ -208,14 +222,15 @@ def _reference_step(
 
 
 def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
-    """One rank: the reader's step and the reference step, on a normal and on an overflowing batch."""
+    """One rank: the reader's step and the reference step, on a normal, an overflowing, a normal batch."""
     dist.init_process_group("gloo")
     try:
         rank = dist.get_rank()
         torch.manual_seed(1)
         x, y = torch.randn(2 * _WORLD_SIZE, 8), torch.randn(2 * _WORLD_SIZE, 4)
         mine = x.chunk(_WORLD_SIZE)[rank], y.chunk(_WORLD_SIZE)[rank]
-        batches = {"normal": mine, "overflowing": (mine[0] * _HUGE, mine[1])}
+        # A normal batch after the skipped step shows whether each step starts from zeroed gradients.
+        batches = {"normal": mine, "overflowing": (mine[0] * _HUGE, mine[1]), "normal again": mine}
         result: dict[str, Any] = {"error": ""}
         for who, fn in (("reader", step), ("reference", _reference_step)):
             torch.manual_seed(0)
@@ -254,7 +269,8 @@ def check_amp_step(step: Any) -> CheckResult:
     """Check `step(ddp, optimizer, scaler, x, y)`: one float16 autocast step with a GradScaler.
 
     Runs it in two real gloo ranks on a normal batch, then on a batch whose scaled float16
-    gradients overflow, and compares weights and scale with the reference step.
+    gradients overflow, then on the normal batch again, and compares weights and scale with the
+    reference step.
     """
     if (verdict := not_a_function(step, "amp_step(ddp, optimizer, scaler, x, y)")) is not None:
         return verdict
@@ -312,9 +328,17 @@ def check_amp_step(step: Any) -> CheckResult:
         for a, b in zip(r["reader"]["overflowing"]["weights"], after["weights"], strict=True)
     ):
         return failed("the ranks hold different weights: run the backward pass through the DDP model.")
+    if not all(
+        torch.allclose(a, b, atol=1e-6)
+        for a, b in zip(reader["normal again"]["weights"], reference["normal again"]["weights"], strict=True)
+    ):
+        return failed(
+            "the normal batch after the skipped one did not give the right step: the skipped step's inf "
+            "gradients were still there. Zero the gradients at the start of each step."
+        )
     return passed(
         "a normal batch steps with the unscaled gradients; the overflowing one is skipped and the "
-        f"scale halves ({_SCALE:g} -> {after['scale']:g}), on both ranks."
+        f"scale halves ({_SCALE:g} -> {after['scale']:g}), on both ranks; the next batch steps again."
     )
 
 
