@@ -3,7 +3,9 @@
     python3 course.py bench [NOTEBOOK ...]
 
 Measured on this machine, each as a child process whose whole process tree is sampled for
-resident memory every 50 ms:
+memory every 50 ms: the sum of its processes' proportional set sizes (PSS), which counts a page that
+forked ranks share with their parent once, as the machine (or a container's memory limit) does;
+resident sizes would count it in every process:
 
 1. each notebook alone under strict nbval (seconds, peak MiB of its kernel and the kernel's
    children), as a student's "Run All" would load the machine;
@@ -20,6 +22,7 @@ Exits 1 when a budget is exceeded or something failed, 2 on bad arguments.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -51,7 +54,7 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class Measured:
-    """One measured run: what ran, its wall time, the peak resident memory of its tree, its exit status."""
+    """One measured run: what ran, its wall time, the peak memory of its tree (PSS), its exit status."""
 
     name: str
     seconds: float
@@ -60,8 +63,12 @@ class Measured:
     output: str = ""
 
 
-def tree_rss(pid: int, *, with_root: bool = True) -> int:
-    """Resident bytes of the descendants of process `pid`, and of `pid` itself unless not `with_root`."""
+def tree_memory(pid: int, *, with_root: bool = True) -> int:
+    """Bytes the descendants of process `pid` (and `pid` itself unless not `with_root`) take together.
+
+    Each process counts its proportional set size (PSS, Linux), so a page shared by several forked
+    processes is counted once across them; where PSS is unknown (macOS, Windows), its resident size.
+    """
     try:
         root = psutil.Process(pid)
         procs = [root] * with_root + root.children(recursive=True)
@@ -69,10 +76,9 @@ def tree_rss(pid: int, *, with_root: bool = True) -> int:
         return 0
     total = 0
     for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            continue
+        with contextlib.suppress(psutil.Error):  # a process that ended meanwhile counts nothing
+            info = proc.memory_full_info()
+            total += getattr(info, "pss", info.rss)
     return total
 
 
@@ -85,7 +91,7 @@ def measure(name: str, cmd: Sequence[str | Path], *, with_root: bool = True) -> 
         )
         peak = 0
         while proc.poll() is None:
-            peak = max(peak, tree_rss(proc.pid, with_root=with_root))
+            peak = max(peak, tree_memory(proc.pid, with_root=with_root))
             time.sleep(SAMPLE_SECONDS)
         seconds = time.monotonic() - start
         log.seek(0)

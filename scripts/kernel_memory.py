@@ -2,11 +2,11 @@
 
 Usage: python scripts/kernel_memory.py [NOTEBOOK ...]   (default: every notebook in notebooks/)
 
-Each notebook runs top to bottom in its own kernel (as a student runs it); the resident memory
-of the kernel and its children is sampled every 20 ms and after each cell. Printed per notebook:
-the peak while it runs and what its kernel still holds when it is done. Then the two totals that
-matter: the peak when each finished notebook's kernel is shut down (the course's advice) and the
-peak when every kernel is left running.
+Each notebook runs top to bottom in its own kernel (as a student runs it); the memory of the
+kernel and its children (their PSS, as `benchmark.tree_memory` counts it) is sampled every 20 ms
+and after each cell. Printed per notebook: the peak while it runs and what its kernel still holds
+when it is done. Then the two totals that matter: the peak when each finished notebook's kernel is
+shut down (the course's advice) and the peak when every kernel is left running.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import nbformat
-from benchmark import tree_rss
+from benchmark import tree_memory
 from nbclient import NotebookClient
 from notebook_args import notebook_parser, notebooks_from_args
 
@@ -37,7 +37,7 @@ def measure(path: Path) -> tuple[int, int]:
         def sample() -> None:
             nonlocal peak
             while not done.wait(0.02):
-                peak = max(peak, tree_rss(pid))
+                peak = max(peak, tree_memory(pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -45,11 +45,11 @@ def measure(path: Path) -> tuple[int, int]:
         try:
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
-                between_cells = max(between_cells, tree_rss(pid))
+                between_cells = max(between_cells, tree_memory(pid))
         finally:
             done.set()
             sampler.join()
-        held = tree_rss(pid)
+        held = tree_memory(pid)
     return max(peak, between_cells, held), held
 
 
