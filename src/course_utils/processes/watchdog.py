@@ -15,8 +15,9 @@ on every launch, which on a busy machine costs the launch milliseconds); every
 process the course starts carries a mark in its environment (`MARK`), inherited by every
 new interpreter below it. When the pipe reaches its end (the caller ended, however it
 ended), the watchdog kills the groups still listed, then every process of this user whose
-environment carries the caller's mark (and its group), removes the folders still listed,
-and exits. A caller that ends normally has nothing listed and no marked process left.
+environment carries the caller's mark (and its group), again until two sweeps in a row find
+none (a child caught between fork and exec carries the mark only after its exec), removes the
+folders still listed, and exits. A caller that ends normally has nothing listed and no marked process left.
 
 Windows has neither process groups nor a parent-death signal: no watchdog runs there.
 macOS has no /proc: there the groups and folders are cleaned up, not marked processes
@@ -37,7 +38,7 @@ MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's
 _POSIX = os.name == "posix"  # Windows has no process groups to kill nor fds to pass: no watchdog
 
 _WATCHDOG = r"""
-import os, shutil, signal, sys
+import os, shutil, signal, sys, time
 if os.fork():  # the watchdog is the grandchild: no child of the caller to count or to wait for
     os._exit(0)
 mark, log, groups, folders = sys.argv[1].encode(), int(sys.argv[2]), set(), set()
@@ -54,24 +55,40 @@ for line in text.split(b"\n"):
     elif kind[:1] == b"-":
         (groups if kind[1:] == b"g" else folders).discard(item)
 kill = getattr(signal, "SIGKILL", signal.SIGTERM)
-for group in groups:
-    try:
-        os.killpg(int(group), kill)
-    except OSError:
-        pass
-if os.path.isdir("/proc"):
+
+
+def sweep():  # kill the listed groups and every process carrying the mark; True if one was marked
+    found = False
+    for group in groups:
+        try:
+            os.killpg(int(group), kill)
+        except OSError:
+            pass
+    if not os.path.isdir("/proc"):
+        return False
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/environ", "rb") as env:
                     marked = b"\0" + mark + b"\0" in b"\0" + env.read()
                 if marked:
+                    found = True
                     group = os.getpgid(int(entry))
                     if group not in (1, os.getpgrp()):
                         os.killpg(group, kill)
                     os.kill(int(entry), kill)
             except OSError:
                 pass
+    return found
+
+
+# A process that was forked but had not yet exec'd a new interpreter when a sweep read /proc carries
+# the mark only once it has: sweep again until two sweeps in a row find none (3 s at the most).
+quiet, deadline = 0, time.monotonic() + 3
+while quiet < 2 and time.monotonic() < deadline:
+    quiet = 0 if sweep() else quiet + 1
+    if quiet < 2:
+        time.sleep(0.05)
 for folder in folders:
     shutil.rmtree(folder, ignore_errors=True)
 """
