@@ -241,6 +241,11 @@ def site(python: Path, args: list[str]) -> int:
     return run([python, "scripts/website.py", *args])
 
 
+def translate(python: Path, args: list[str]) -> int:
+    """Keep the Chinese edition in step: `update` the .po files, `build` its notebooks, or `check` them."""
+    return run([python, "scripts/translations.py", *args])
+
+
 def retarget(python: Path, args: list[str]) -> int:
     """Point every link (Binder, Colab, install lines) at [URL] (a fork), or at pyproject's; --check."""
     return run([python, "scripts/links.py", *args])
@@ -252,6 +257,7 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
     "regenerate": regenerate,
     "bench": bench,
     "site": site,
+    "translate": translate,
     "retarget": retarget,
 }
 # Commands that need only the standard library: they run with this Python, before any set-up.

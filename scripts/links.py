@@ -4,8 +4,9 @@
 
 Without URL: bring every notebook's launch buttons (Colab and SageMaker Studio Lab on every
 notebook, Kaggle, with its free GPUs, from notebook 05 on) and its set-up cell in line with the
-repository named in pyproject.toml. With URL (https://github.com/OWNER/NAME): first point
-pyproject.toml, README.md, CONTRIBUTING.md and every notebook at that repository (a fork, say).
+repository named in pyproject.toml, in both editions (notebooks/ and notebooks/zh-CN/). With URL
+(https://github.com/OWNER/NAME): first point pyproject.toml, the READMEs, CONTRIBUTING.md, the
+translations and every notebook at that repository (a fork, say).
 With --check: change nothing, list what is out of line and exit 1 if anything is.
 Only the standard library is used, so any Python 3.11+ runs it without the course installed.
 """
@@ -32,6 +33,8 @@ SETUP_MARKER = "# Set-up for Colab, Kaggle and Studio Lab"
 SETUP_CELL_ID = "course-setup"
 # Text files that may link to the repository; notebooks are handled cell by cell.
 TEXT_FILES = ("pyproject.toml", "README.md", "CONTRIBUTING.md")
+EDITIONS = {"en": "", "zh-CN": "zh-CN/"}  # each edition's language and its folder under notebooks/
+TRANSLATIONS = "translations"  # translations/<language>/NN_name.po: the text of the editions but English
 # The forms in which the course links to its own repository: Binder, Colab, clone and pip-from-git.
 COURSE_LINK = re.compile(
     r"(?:mybinder\.org/v2/gh/|colab\.research\.google\.com/github/|git clone https://github\.com/"
@@ -102,24 +105,45 @@ def read_repository(pyproject: str) -> Repository:
 
 SETUP_TEMPLATE = "\n".join(
     [
-        "{marker}: where the course is installed (a clone, conda, Binder) this does nothing.",
-        "import importlib.util, subprocess, sys",
-        'if importlib.util.find_spec("course_utils") is None:  # pip installs course_utils; '
-        "course_utils.setup does the rest",
+        "{comment}",
+        "import importlib.util, os, subprocess, sys",
+        'os.environ["COURSE_LANGUAGE"] = "{language}"  # {language_comment}',
+        'if importlib.util.find_spec("course_utils") is None:  # {install_comment}',
         '    for step in (["pip", "install", "-q", "--no-deps", "{source}"], '
         '["course_utils.setup", "{source}"]): subprocess.check_call([sys.executable, "-m", *step])',
         "",
     ]
 )
+# The set-up cell's comments in each edition's language; its code is the same in every edition.
+SETUP_WORDS = {
+    "en": {
+        "comment": f"{SETUP_MARKER}: where the course is installed (a clone, conda, Binder) this installs "
+        "nothing.",
+        "language_comment": "the language of the course's messages in this notebook",
+        "install_comment": "pip installs course_utils; course_utils.setup does the rest",
+    },
+    "zh-CN": {
+        "comment": "# Colab、Kaggle 和 Studio Lab 的准备步骤：在已装好课程的地方（克隆的仓库、conda、Binder）"
+        "这里什么也不安装。",
+        "language_comment": "本 notebook 里课程提示信息所用的语言",
+        "install_comment": "pip 安装 course_utils，其余由 course_utils.setup 完成",
+    },
+}
 
 
-def setup_cell_source(source: str) -> str:
-    """The first code cell of every notebook: a no-op where `course_utils` imports, else sets the course up.
+def setup_cell_source(source: str, language: str = "en") -> str:
+    """The first code cell of every notebook: it sets the notebook's language and, where `course_utils`
+    does not import, sets the course up.
 
     `source` is what pip installs the course from (`git+https://github.com/OWNER/NAME`); the
     logic (keep or install torch, the other requirements, the worker scripts) is in course_utils.setup.
+    `language` is the edition's ("en", "zh-CN"); course_utils's messages follow it.
     """
-    return SETUP_TEMPLATE.format(marker=SETUP_MARKER, source=source)
+    if language not in SETUP_WORDS:
+        raise ValueError(
+            f"no set-up cell words for {language!r}: add them to SETUP_WORDS in scripts/links.py"
+        )
+    return SETUP_TEMPLATE.format(source=source, language=language, **SETUP_WORDS[language])
 
 
 def _source(cell: dict) -> str:
@@ -160,8 +184,11 @@ def is_setup_cell(cell: dict) -> bool:
     return cell.get("id") == SETUP_CELL_ID or _source(cell).startswith("# Set-up for Colab")
 
 
-def sync_notebook(nb: dict, name: str, repo: Repository) -> list[str]:
-    """Put the badge and the set-up cell into notebook `nb` (in place); return what was changed."""
+def sync_notebook(nb: dict, name: str, repo: Repository, language: str = "en") -> list[str]:
+    """Put the badge and the set-up cell into notebook `nb` (in place); return what was changed.
+
+    `name` is the notebook's path under notebooks/ (`zh-CN/05_data_parallel.ipynb` for a Chinese one).
+    """
     changes = []
     cells = nb["cells"]
     title = cells[0]
@@ -171,7 +198,7 @@ def sync_notebook(nb: dict, name: str, repo: Repository) -> list[str]:
     if badged != _source(title):
         _set_source(title, badged)
         changes.append("badge")
-    wanted = setup_cell_source(f"git+{repo.url}")
+    wanted = setup_cell_source(f"git+{repo.url}", language)
     first_code = next((c for c in cells if c.get("cell_type") == "code"), None)
     if first_code is not None and is_setup_cell(first_code):
         if _source(first_code) != wanted:
@@ -191,6 +218,15 @@ def sync_notebook(nb: dict, name: str, repo: Repository) -> list[str]:
     return changes
 
 
+def edition_notebooks(root: Path) -> list[tuple[Path, str, str]]:
+    """(path, name under notebooks/, language) of every notebook of every edition under `root`."""
+    found = []
+    for language, folder in EDITIONS.items():
+        for path in sorted((root / "notebooks" / folder).glob("[0-9][0-9]_*.ipynb")):
+            found.append((path, folder + path.name, language))
+    return found
+
+
 def notebook_text(nb: dict) -> str:
     """A notebook as the course stores it (the layout that nbformat writes)."""
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
@@ -205,7 +241,8 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
     old = read_repository(pyproject)
     new = parse_repository(new_url) if new_url else old
     report = []
-    for rel in TEXT_FILES:
+    translations = sorted(p.relative_to(root).as_posix() for p in (root / TRANSLATIONS).glob("*/*.po"))
+    for rel in (*TEXT_FILES, *translations):
         path = root / rel
         if not path.exists():
             continue
@@ -218,19 +255,19 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
         ]
         if changed != text and not check:
             path.write_text(changed, encoding="utf-8")
-    for path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+    for path, name, language in edition_notebooks(root):
         text = path.read_text(encoding="utf-8")
         nb = json.loads(text)
         for cell in nb["cells"]:
             source = _source(cell)
             if (moved := retarget_text(source, old, new)) != source:
                 _set_source(cell, moved)
-        changes = sync_notebook(nb, path.name, new)
+        changes = sync_notebook(nb, name, new, language)
         changed = notebook_text(nb)
         if changed != text:
-            report.append(f"notebooks/{path.name}: " + ", ".join(changes or ["links retargeted"]))
+            report.append(f"notebooks/{name}: " + ", ".join(changes or ["links retargeted"]))
         report += [
-            f"notebooks/{path.name}: {link} names another repository" for link in foreign_links(changed, new)
+            f"notebooks/{name}: {link} names another repository" for link in foreign_links(changed, new)
         ]
         if changed != text and not check:
             path.write_text(changed, encoding="utf-8")

@@ -19,8 +19,14 @@ def notebook_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def all_notebooks() -> list[Path]:
+    """Every notebook of the course: the English ones in order, then the Chinese edition's (zh-CN/)."""
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) + sorted(NOTEBOOKS.glob("zh-CN/[0-9][0-9]_*.ipynb"))
+
+
 def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:
-    """The notebooks named by `args` (all of the course's when empty) and the arguments that name none.
+    """The notebooks named by `args` (all of the course's, both editions, when empty) and the arguments
+    that name none.
 
     An argument is a path (relative to the course root, where `course.py` runs the scripts) or
     the bare name of a notebook in `notebooks/`, such as `05_data_parallel.ipynb`.
@@ -30,7 +36,7 @@ def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:
             f"args is a list of notebook paths or names, such as ['05_data_parallel.ipynb'], not {args!r}"
         )
     if not args:
-        return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), []
+        return all_notebooks(), []
     found, missing = [], []
     for arg in args:
         candidates = [Path(arg), ROOT / arg, NOTEBOOKS / arg]

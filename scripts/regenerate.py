@@ -3,8 +3,12 @@
 Usage: python scripts/regenerate.py [NOTEBOOK ...]   (default: every notebook in notebooks/)
 
 Notebooks are run in a kernel of this very Python (the course's virtual environment), with
-the working directory set to `notebooks/`, exactly as nbval runs them. Outputs are never
+the working directory set to the notebook's folder, exactly as nbval runs them. Outputs are never
 edited by hand: this script is the only way they change.
+
+The Chinese edition (notebooks/zh-CN/) is built from the English notebooks and the translations
+first (`scripts/translations.py build`), and an English notebook named here brings its Chinese
+twin along, so that one command keeps both editions' outputs current.
 
 A cell excluded from comparison starts with a comment that says why, such as
 `# NBVAL_IGNORE_OUTPUT: lists this machine's GPUs`. nbval only honours the bare marker, so this
@@ -34,7 +38,9 @@ try:  # Ctrl-C during these imports (a second or more): one line, not an import-
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from notebook_args import NOTEBOOKS, ROOT, notebook_parser, notebooks_from_args
+    from notebook_args import ROOT, notebook_parser, notebooks_from_args
+
+    import translations
 except KeyboardInterrupt:
     if __name__ != "__main__":
         raise
@@ -196,7 +202,7 @@ def regenerate(path: Path) -> tuple[float, str]:
         timeout=300,
         record_timing=False,
         store_widget_state=False,
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
+        resources={"metadata": {"path": str(path.parent)}},  # as nbval: the notebook's own folder
     )
     client.ignoring_sigint = ignoring_sigint
     start = time.perf_counter()
@@ -227,6 +233,14 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")
         return 2
+    englishes = [english for path in paths if (english := translations.english_of(path)) is not None]
+    written, untranslated = translations.build(only=englishes)
+    for line in written:
+        print(line)
+    for line in untranslated:
+        print(f"Not built, so not run: {line}")
+    twins = [translations.edition_path(english) for english in englishes]
+    paths += [twin for twin in twins if twin.is_file() and twin not in paths]
     for path in paths:
         try:
             seconds, change = regenerate(path)

@@ -13,6 +13,7 @@ import pytest
 from notebook_hygiene import ROOT
 
 import course
+import translations
 
 REPO = links.read_repository((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FORK = "https://github.com/an-instructor/my-gpu-course"
@@ -69,7 +70,7 @@ def test_sync_puts_badge_and_set_up_cell_into_every_notebook_and_is_idempotent(c
         first_code = next(c for c in cells if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == links.setup_cell_source(f"git+{REPO.url}")
         assert first_code["id"] == links.SETUP_CELL_ID
-        assert len(first_code["source"]) <= 4, f"{path.name}: the set-up cell has more than 4 lines"
+        assert len(first_code["source"]) <= 5, f"{path.name}: the set-up cell has more than 5 lines"
     before = all_text(course_copy)
     assert links.update(course_copy) == []
     assert all_text(course_copy) == before
@@ -158,3 +159,13 @@ def test_course_retarget_runs_the_links_script_without_setting_up_the_course(mon
     monkeypatch.setattr(course, "run", lambda cmd, **kw: started.append(cmd) or 0)
     assert course.main(["retarget", FORK, "--check"]) == 0
     assert started == [[Path(sys.executable), "scripts/links.py", FORK, "--check"]]
+
+
+def test_each_edition_s_set_up_cell_is_the_same_code_in_its_own_language():
+    english = links.setup_cell_source("git+https://github.com/o/n")
+    chinese = links.setup_cell_source("git+https://github.com/o/n", "zh-CN")
+    assert translations.code_difference(english, chinese) is None
+    assert 'os.environ["COURSE_LANGUAGE"] = "en"' in english
+    assert 'os.environ["COURSE_LANGUAGE"] = "zh-CN"' in chinese
+    with pytest.raises(ValueError, match="SETUP_WORDS"):
+        links.setup_cell_source("git+https://github.com/o/n", "fr")

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from course_utils.i18n import _
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -26,7 +28,8 @@ class CheckResult:
     message: str
 
     def __str__(self) -> str:
-        return f"{'Correct' if self.ok else 'Not yet'}: {self.message}"
+        verdict = _("Correct: {message}") if self.ok else _("Not yet: {message}")
+        return verdict.format(message=self.message)
 
     def __repr__(self) -> str:
         return str(self)

@@ -1,0 +1,68 @@
+"""The course's messages in the notebook's language: English, or Chinese where a notebook asks for it.
+
+A notebook chooses its language in its set-up cell, `os.environ["COURSE_LANGUAGE"] = "zh-CN"`, not
+the machine's locale: the English and the Chinese notebooks run side by side on one machine, and
+ranks and child processes inherit the choice with the environment. Messages are marked with `_()`
+in the source, as gettext does (`N_()` marks text kept in a constant and translated where it is
+shown, with `translated()`); their translations are gettext catalogs, one `.po` file per module
+under `course_utils/locale/<language>/`, read with polib (a translator edits them with any PO tool).
+`python3 course.py translate update` collects the marked messages into those files.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import polib
+
+LANGUAGE_VARIABLE = "COURSE_LANGUAGE"
+ENGLISH = "en"
+LANGUAGES = (ENGLISH, "zh-CN")
+LOCALE = Path(__file__).resolve().parent / "locale"
+
+
+def language() -> str:
+    """The language the current notebook asked for (`COURSE_LANGUAGE`), English when it asked none."""
+    chosen = os.environ.get(LANGUAGE_VARIABLE, "").strip() or ENGLISH
+    if chosen not in LANGUAGES:
+        raise ValueError(
+            f"{LANGUAGE_VARIABLE} is {chosen!r}, a language the course does not have: set it to one of "
+            f"{', '.join(LANGUAGES)} in the notebook's set-up cell, or remove it for English."
+        )
+    return chosen
+
+
+def catalog_folder(lang: str) -> Path:
+    """The folder of `lang`'s catalogs, named as gettext names locales (zh-CN -> zh_CN)."""
+    return LOCALE / lang.replace("-", "_")
+
+
+@functools.cache
+def catalog(lang: str) -> dict[str, str]:
+    """Every translated message of `lang`: English text -> translation (untranslated or fuzzy: absent)."""
+    found: dict[str, str] = {}
+    for path in sorted(catalog_folder(lang).glob("*.po")):
+        for entry in polib.pofile(str(path)):
+            if entry.msgstr and not entry.fuzzy and not entry.obsolete:
+                found[entry.msgid] = entry.msgstr
+    return found
+
+
+def translated(message: str) -> str:
+    """`message` in the notebook's language; the English itself where no translation exists."""
+    lang = language()
+    if lang == ENGLISH:
+        return message
+    return catalog(lang).get(message, message)
+
+
+def _(message: str) -> str:
+    """Mark a message (one string literal) and return it in the notebook's language."""
+    return translated(message)
+
+
+def N_(message: str) -> str:
+    """Mark a message kept in a constant (one string literal); `translated()` shows it where it is used."""
+    return message
