@@ -125,7 +125,7 @@ SETUP_WORDS = {
     "zh-CN": {
         "comment": "# Colab、Kaggle 和 Studio Lab 的准备步骤：在已装好课程的地方（克隆的仓库、conda、Binder）"
         "这里什么也不安装。",
-        "language_comment": "本 notebook 里课程提示信息所用的语言",
+        "language_comment": "本笔记本里课程提示信息所用的语言",
         "install_comment": "pip 安装 course_utils，其余由 course_utils.setup 完成",
     },
 }
