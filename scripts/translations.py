@@ -256,7 +256,7 @@ def update(root: Path = ROOT) -> list[str]:
         targets.append((messages / f"{module}.po", message_entries(calls, module)))
     for path, wanted in targets:
         merged = merge(load_po(path), wanted)
-        text = str(merged) + "\n"
+        text = str(merged)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
