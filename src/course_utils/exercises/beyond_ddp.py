@@ -22,6 +22,7 @@ from course_utils.exercises import (
     passed,
     whole_number_hint,
 )
+from course_utils.i18n import _
 
 # The model and world size of exercise 1.
 BYTES_WORLD_SIZE = 4
@@ -53,10 +54,12 @@ def check_rank_bytes(ddp_bytes: Any, fsdp_bytes: Any) -> CheckResult:
     numbers = []
     for value, name in ((ddp_bytes, "ddp_bytes"), (fsdp_bytes, "fsdp_bytes")):
         if value is None or value is Ellipsis:
-            return failed(f"replace the `...` of `{name}` with a number of bytes.")
+            return failed(_("replace the `...` of `{name}` with a number of bytes.").format(name=name))
         number = integral_value(value)
         if number is None:
-            return failed(f"`{name}`: " + whole_number_hint(value, "a number of bytes"))
+            return failed(
+                _("`{name}`: {hint}").format(name=name, hint=whole_number_hint(value, _("a number of bytes")))
+            )
         numbers.append(number)
     ddp, fsdp = numbers
     params = _parameter_bytes(exercise_model())
@@ -64,35 +67,43 @@ def check_rank_bytes(ddp_bytes: Any, fsdp_bytes: Any) -> CheckResult:
     if ddp != 4 * params:
         if ddp == params:
             return failed(
-                "`ddp_bytes` is the size of one float32 copy of the parameters. A DDP rank keeps whole "
-                "parameters, gradients and Adam's state, each number in 4 bytes."
+                _(
+                    "`ddp_bytes` is the size of one float32 copy of the parameters. A DDP rank keeps whole "
+                    "parameters, gradients and Adam's state, each number in 4 bytes."
+                )
             )
         if ddp in (numel, 2 * numel):
-            return failed("`ddp_bytes` looks like a count of numbers: each float32 number takes 4 bytes.")
+            return failed(_("`ddp_bytes` looks like a count of numbers: each float32 number takes 4 bytes."))
         if ddp == 2 * params:
             return failed(
-                "`ddp_bytes` counts parameters and gradients; Adam keeps two more tensors per parameter."
+                _("`ddp_bytes` counts parameters and gradients; Adam keeps two more tensors per parameter.")
             )
         if ddp == 3 * params:
             return failed(
-                "`ddp_bytes` is one copy short: Adam keeps two tensors per parameter (exp_avg, exp_avg_sq)."
+                _(
+                    "`ddp_bytes` is one copy short: Adam keeps two tensors per parameter "
+                    "(exp_avg, exp_avg_sq)."
+                )
             )
         return failed(
-            "`ddp_bytes` is off: count the parameters' numbers (weights and biases), then the copies."
+            _("`ddp_bytes` is off: count the parameters' numbers (weights and biases), then the copies.")
         )
     if fsdp == ddp:
-        return failed("`fsdp_bytes` equals DDP's; FSDP keeps only its shard of each of those tensors.")
+        return failed(_("`fsdp_bytes` equals DDP's; FSDP keeps only its shard of each of those tensors."))
     if fsdp * BYTES_WORLD_SIZE == 4 * numel:
-        return failed("`fsdp_bytes` is a count of numbers: each float32 number takes 4 bytes.")
+        return failed(_("`fsdp_bytes` is a count of numbers: each float32 number takes 4 bytes."))
     if fsdp * BYTES_WORLD_SIZE != ddp:
         return failed(
-            f"`fsdp_bytes` is off: FSDP splits parameters, gradients and Adam state "
-            f"over {BYTES_WORLD_SIZE} ranks."
+            _(
+                "`fsdp_bytes` is off: FSDP splits parameters, gradients and Adam state over {world} ranks."
+            ).format(world=BYTES_WORLD_SIZE)
         )
     return passed(
-        f"DDP keeps {ddp:,} bytes on every rank (parameters, gradients, exp_avg, exp_avg_sq: "
-        f"4 copies); FSDP keeps 1/{BYTES_WORLD_SIZE} of each, {fsdp:,} bytes (every dim 0 here "
-        f"divides by {BYTES_WORLD_SIZE})."
+        _(
+            "DDP keeps {ddp:,} bytes on every rank (parameters, gradients, exp_avg, exp_avg_sq: "
+            "4 copies); FSDP keeps 1/{world} of each, {fsdp:,} bytes (every dim 0 here "
+            "divides by {world})."
+        ).format(ddp=ddp, fsdp=fsdp, world=BYTES_WORLD_SIZE)
     )
 
 
@@ -110,40 +121,56 @@ def check_embedding_placements(colwise_weight: Any, rowwise_weight: Any) -> Chec
     answers = {"colwise_weight": colwise_weight, "rowwise_weight": rowwise_weight}
     for name, value in answers.items():
         if value is None or value is Ellipsis:
-            return failed(f"replace the `...` of `{name}` with a placement, such as Shard(1) or Replicate().")
+            return failed(
+                _("replace the `...` of `{name}` with a placement, such as Shard(1) or Replicate().").format(
+                    name=name
+                )
+            )
         if not isinstance(value, Placement):
             return failed(
-                f"`{name}` should be a placement (Shard(dim), Replicate()), not {_placement_name(value)}."
+                _("`{name}` should be a placement (Shard(dim), Replicate()), not {value}.").format(
+                    name=name, value=_placement_name(value)
+                )
             )
     if not all(isinstance(value, Shard) for value in answers.values()):
-        return failed("tensor parallelism splits the weight itself: each rank holds a part of it.")
+        return failed(_("tensor parallelism splits the weight itself: each rank holds a part of it."))
     dims = {}
     for name, value in answers.items():
         dim = integral_value(value.dim)
         if dim is None or not -_WEIGHT_DIMS <= dim < _WEIGHT_DIMS:
             return failed(
-                f"`{name}`: the weight is 2-D, so Shard takes dim 0 or 1 (or -2, -1), not {value.dim!r}."
+                _("`{name}`: the weight is 2-D, so Shard takes dim 0 or 1 (or -2, -1), not {dim!r}.").format(
+                    name=name, dim=value.dim
+                )
             )
         dims[name] = dim % _WEIGHT_DIMS  # Shard(-1) is Shard(1) on a 2-D weight
     colwise, rowwise = dims["colwise_weight"], dims["rowwise_weight"]
     if (colwise, rowwise) == (0, 1):
         return failed(
-            "those are nn.Linear's placements. nn.Embedding stores its weight the other way round: "
-            "print nn.Embedding(10, 4).weight.shape."
+            _(
+                "those are nn.Linear's placements. nn.Embedding stores its weight the other way round: "
+                "print nn.Embedding(10, 4).weight.shape."
+            )
         )
     if colwise != 1:
         return failed(
-            "not `colwise_weight`: Colwise splits the output features; for an embedding those are "
-            "the embedding_dim numbers of each vector. Which dim of the weight holds them?"
+            _(
+                "not `colwise_weight`: Colwise splits the output features; for an embedding those are "
+                "the embedding_dim numbers of each vector. Which dim of the weight holds them?"
+            )
         )
     if rowwise != 0:
         return failed(
-            "not `rowwise_weight`: Rowwise splits the input; for an embedding the input is a token id, "
-            "which picks a row. Which dim holds the rows?"
+            _(
+                "not `rowwise_weight`: Rowwise splits the input; for an embedding the input is a token id, "
+                "which picks a row. Which dim holds the rows?"
+            )
         )
     return passed(
-        "an embedding's weight is (num_embeddings, embedding_dim): Colwise splits each vector "
-        "(Shard(1)), Rowwise splits the vocabulary (Shard(0)), the opposite dims to nn.Linear's."
+        _(
+            "an embedding's weight is (num_embeddings, embedding_dim): Colwise splits each vector "
+            "(Shard(1)), Rowwise splits the vocabulary (Shard(0)), the opposite dims to nn.Linear's."
+        )
     )
 
 
@@ -162,26 +189,32 @@ def expected_local_shape(shape: tuple[int, ...], world_size: int, rank: int, dim
 def check_local_shape(local_shape: Any) -> CheckResult:
     """Check the predicted local shape of rank SHAPE_RANK for a (10, 6) tensor with Shard(0) on 4 ranks."""
     if local_shape is None or local_shape is Ellipsis:
-        return failed("replace the `...` with the shape you expect, e.g. (5, 6).")
+        return failed(_("replace the `...` with the shape you expect, e.g. (5, 6)."))
     sizes = integral_list(local_shape)
     if sizes is None:
-        return failed(f"write the shape as a tuple of whole numbers (ints), not {local_shape!r:.60}.")
+        return failed(
+            _("write the shape as a tuple of whole numbers (ints), not {shape!r:.60}.").format(
+                shape=local_shape
+            )
+        )
     answer = tuple(sizes)
     truth = expected_local_shape(SHAPE_GLOBAL, SHAPE_WORLD_SIZE, SHAPE_RANK)
     if answer == truth:
         return passed(
-            f"Shard(0) splits like torch.chunk: pieces of ceil(10/4) = 3 rows, so rank {SHAPE_RANK} gets "
-            f"what is left, {truth}. Uneven shards are allowed."
+            _(
+                "Shard(0) splits like torch.chunk: pieces of ceil(10/4) = 3 rows, so rank {rank} gets "
+                "what is left, {shape}. Uneven shards are allowed."
+            ).format(rank=SHAPE_RANK, shape=truth)
         )
     if len(answer) != len(SHAPE_GLOBAL):
-        return failed("a shard has as many dimensions as the whole tensor: only the sharded dim shrinks.")
+        return failed(_("a shard has as many dimensions as the whole tensor: only the sharded dim shrinks."))
     if answer[1] != SHAPE_GLOBAL[1]:
-        return failed("Shard(0) splits dim 0 only: dim 1 keeps its size.")
+        return failed(_("Shard(0) splits dim 0 only: dim 1 keeps its size."))
     if answer[0] in (2, 3):
         return failed(
-            "dim 0 is not split into equal parts: think of torch.chunk, which gives the first ranks more."
+            _("dim 0 is not split into equal parts: think of torch.chunk, which gives the first ranks more.")
         )
-    return failed("not this shape: torch.chunk(t, 4, dim=0) is how Shard(0) splits.")
+    return failed(_("not this shape: torch.chunk(t, 4, dim=0) is how Shard(0) splits."))
 
 
 # Exercise 4: tensor parallelism applied by the reader's function, checked in real ranks.
@@ -263,17 +296,19 @@ def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
     if (verdict := not_a_function(shard_mlp, "shard_mlp(model, mesh)")) is not None:
         return verdict
     if _does_nothing(shard_mlp):
-        return failed("replace the `...` in `shard_mlp` with your code: a parallelize_module call.")
+        return failed(_("replace the `...` in `shard_mlp` with your code: a parallelize_module call."))
     try:
         ranks = launch(_tp_worker, TP_WORLD_SIZE, args=(shard_mlp,), timeout=20)
     except LaunchTimeoutError:
-        return failed("the ranks never finished: every rank must make the same calls, in the same order.")
+        return failed(_("the ranks never finished: every rank must make the same calls, in the same order."))
     except WorkerError as err:
         first = (err.message or "").strip().splitlines()
-        what = f"{err.exc_type}: {first[0]}" if err.exc_type and first else "it ended without a result"
-        return failed(f"rank {err.rank} stopped while running your function: {what}")
+        what = f"{err.exc_type}: {first[0]}" if err.exc_type and first else _("it ended without a result")
+        return failed(
+            _("rank {rank} stopped while running your function: {what}").format(rank=err.rank, what=what)
+        )
     except LaunchError as err:
-        return failed(f"the ranks could not be started: {err}")
+        return failed(_("the ranks could not be started: {error}").format(error=err))
     reference = exercise_tp_model()
     torch.manual_seed(1)  # the worker's input, after the model's seed
     with torch.no_grad():
@@ -282,40 +317,58 @@ def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
     layouts = first["layouts"]
     if set(layouts) != {"0.weight", "0.bias", "2.weight", "2.bias"}:
         return failed(
-            f"the model's parameters are now named {sorted(layouts)}: apply the plan to the model "
-            "you are given (parallelize_module works in place), do not wrap it (DDP adds `module.`)."
+            _(
+                "the model's parameters are now named {names}: apply the plan to the model "
+                "you are given (parallelize_module works in place), do not wrap it (DDP adds `module.`)."
+            ).format(names=sorted(layouts))
         )
     plain = [name for name in ("0.weight", "2.weight") if not layouts[name][0]]
     if len(plain) == 2:
         return failed(
-            "both weights are still whole tensors on every rank, as under DDP: nothing was split. "
-            "parallelize_module(model, mesh, plan) turns them into DTensors."
+            _(
+                "both weights are still whole tensors on every rank, as under DDP: nothing was split. "
+                "parallelize_module(model, mesh, plan) turns them into DTensors."
+            )
         )
     if plain:
-        return failed(f"{plain[0]} is still whole on every rank: shard both layers, not only one.")
+        return failed(
+            _("{name} is still whole on every rank: shard both layers, not only one.").format(name=plain[0])
+        )
     for name in ("0.weight", "2.weight"):
         if all(not isinstance(p, Shard) for p in layouts[name][1]):
-            return failed(f"{name} is {layouts[name][1]}: every rank holds all of it. Split it.")
+            return failed(
+                _("{name} is {placements}: every rank holds all of it. Split it.").format(
+                    name=name, placements=layouts[name][1]
+                )
+            )
     if any(r["dtensor output"] for r in ranks):
         return failed(
-            "the output is a DTensor: the check asks for a plain tensor, whole on every rank "
-            "(the default use_local_output=True of the last layer's style gives one)."
+            _(
+                "the output is a DTensor: the check asks for a plain tensor, whole on every rank "
+                "(the default use_local_output=True of the last layer's style gives one)."
+            )
         )
     for r in ranks:
         out = r["output"]
         if out.shape != expected.shape or not torch.allclose(out, expected, atol=1e-5):
             return failed(
-                f"the output (shape {tuple(out.shape)}) differs from the unsharded model's "
-                f"{tuple(expected.shape)}: which layer splits its output features, which its input?"
+                _(
+                    "the output (shape {shape}) differs from the unsharded model's "
+                    "{expected}: which layer splits its output features, which its input?"
+                ).format(shape=tuple(out.shape), expected=tuple(expected.shape))
             )
     comms = first["comms"]
     if comms != {"all_reduce": 1}:
         return failed(
-            f"the output is right, but the forward ran {comms or 'no collective'}: with the "
-            "hidden features split, one all-reduce at the end of the MLP is all it needs "
-            "(gathered weights are FSDP's way, gathered activations cost more)."
+            _(
+                "the output is right, but the forward ran {comms}: with the "
+                "hidden features split, one all-reduce at the end of the MLP is all it needs "
+                "(gathered weights are FSDP's way, gathered activations cost more)."
+            ).format(comms=comms or _("no collective"))
         )
     return passed(
-        f"each rank holds {layouts['0.weight'][2]} of 0.weight and {layouts['2.weight'][2]} of "
-        "2.weight; the output equals the unsharded model's on both ranks, with one all-reduce."
+        _(
+            "each rank holds {first} of 0.weight and {second} of "
+            "2.weight; the output equals the unsharded model's on both ranks, with one all-reduce."
+        ).format(first=layouts["0.weight"][2], second=layouts["2.weight"][2])
     )

@@ -35,6 +35,7 @@ from course_utils.exercises import (
     whole_number_hint,
 )
 from course_utils.exercises.ranks import call_in_rank, run_ranks
+from course_utils.i18n import _
 from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
 # Exercise 1: 3 machines x 8 GPUs, 16 samples per GPU, 4 accumulation steps.
@@ -50,49 +51,57 @@ _WORLD_SIZE, _MICRO_BATCHES, _MICRO_SIZE = 2, (4, 3), 3
 def check_effective_batch(answer: Any) -> CheckResult:
     """Check the effective batch of 3 machines x 8 GPUs, 16 per GPU, 4 accumulation steps."""
     if answer is None or answer is Ellipsis:
-        return failed("write the effective batch as a whole number of samples.")
+        return failed(_("write the effective batch as a whole number of samples."))
     value = integral_value(answer)
     if value is None:
-        return failed(whole_number_hint(answer, "a number of samples"))
+        return failed(whole_number_hint(answer, _("a number of samples")))
     if value == _EFFECTIVE:
         return passed(
-            "every optimizer step uses the gradient of per-GPU batch x world size x accumulation "
-            "steps samples."
+            _(
+                "every optimizer step uses the gradient of per-GPU batch x world size x accumulation "
+                "steps samples."
+            )
         )
     world = _MACHINES * _GPUS_PER_MACHINE
     if value == _PER_GPU * world:
         return failed(
-            "you counted every GPU, but each optimizer step also accumulates several micro-batches."
+            _("you counted every GPU, but each optimizer step also accumulates several micro-batches.")
         )
     if value == _PER_GPU * _ACCUMULATION * _GPUS_PER_MACHINE:
-        return failed("that is one machine's share: the world size counts the GPUs of every machine.")
+        return failed(_("that is one machine's share: the world size counts the GPUs of every machine."))
     if value in (_PER_GPU * _ACCUMULATION, _PER_GPU):
-        return failed("that is what one GPU sees; DDP averages the gradients of every rank.")
-    return failed("multiply what one GPU sees per optimizer step by the number of ranks in the job.")
+        return failed(_("that is what one GPU sees; DDP averages the gradients of every rank."))
+    return failed(_("multiply what one GPU sees per optimizer step by the number of ranks in the job."))
 
 
 def check_scaled_lr(answer: Any) -> CheckResult:
     """Check the learning rate the linear-scaling rule gives for exercise 1's effective batch."""
     if answer is None or answer is Ellipsis:
-        return failed("write the learning rate as a number.")
+        return failed(_("write the learning rate as a number."))
     value = real_value(answer)
     if value is None:
-        return failed(f"give a number, not a {type(answer).__name__}.")
+        return failed(_("give a number, not a {kind}.").format(kind=type(answer).__name__))
     k = _EFFECTIVE / _BASE_BATCH
     if math.isclose(value, _BASE_LR * k, rel_tol=1e-6):
         return passed(
-            f"the batch is {k:g} times the reference's, so is the learning rate; start it with a "
-            "warm-up, and check that the rule holds for your model."
+            _(
+                "the batch is {k:g} times the reference's, so is the learning rate; start it with a "
+                "warm-up, and check that the rule holds for your model."
+            ).format(k=k)
         )
     if math.isclose(value, _BASE_LR, rel_tol=1e-6):
-        return failed("that is the reference's learning rate: the rule scales it with the batch.")
+        return failed(_("that is the reference's learning rate: the rule scales it with the batch."))
     if math.isclose(value, _BASE_LR * math.sqrt(k), rel_tol=1e-3):
         return failed(
-            "that is square-root scaling, another heuristic; the linear rule scales by the ratio itself."
+            _("that is square-root scaling, another heuristic; the linear rule scales by the ratio itself.")
         )
     if math.isclose(value, _BASE_LR / k, rel_tol=1e-6):
-        return failed("a larger batch gets a larger learning rate under the linear rule, not a smaller one.")
-    return failed("divide the effective batch by the reference batch, and scale the learning rate by that.")
+        return failed(
+            _("a larger batch gets a larger learning rate under the linear rule, not a smaller one.")
+        )
+    return failed(
+        _("divide the effective batch by the reference batch, and scale the learning rate by that.")
+    )
 
 
 def _accumulation_round(step: Callable[[DDP, list], Any], micro_batches: int) -> dict[str, Any]:
@@ -153,34 +162,42 @@ def _round_verdict(ranks: list[dict[str, Any]], micro_batches: int) -> CheckResu
     """The hint for one round's results on every rank; None when it is right."""
     first = ranks[0]
     if any(r["replaced"] for r in ranks):
-        return failed("your function replaced the model's parameters: only run forward and backward.")
+        return failed(_("your function replaced the model's parameters: only run forward and backward."))
     if any(r["stepped"] for r in ranks):
-        return failed("the weights changed: accumulate the gradients only, do not call the optimizer.")
+        return failed(_("the weights changed: accumulate the gradients only, do not call the optimizer."))
     if any(g is None for r in ranks for g in r["grads"]):
-        return failed("some parameters have no gradient: run backward() on every micro-batch's loss.")
+        return failed(_("some parameters have no gradient: run backward() on every micro-batch's loss."))
     others = (pair for r in ranks[1:] for pair in zip(first["grads"], r["grads"], strict=True))
     if any(not torch.allclose(a, b) for a, b in others):
         return failed(
-            "the ranks hold different gradients: the last backward() must run outside no_sync(), "
-            "so that DDP all-reduces what was accumulated."
+            _(
+                "the ranks hold different gradients: the last backward() must run outside no_sync(), "
+                "so that DDP all-reduces what was accumulated."
+            )
         )
     pairs = list(zip(first["grads"], first["reference"], strict=True))
     if not all(torch.allclose(g, ref, atol=1e-6) for g, ref in pairs):
         if all(torch.allclose(g, ref * micro_batches, atol=1e-5) for g, ref in pairs):
             return failed(
-                f"with {micro_batches} micro-batches the gradients are {micro_batches} times too large: "
-                "each micro-batch's loss is a mean over its own samples; divide it by the number of "
-                "micro-batches."
+                _(
+                    "with {micro_batches} micro-batches the gradients are {micro_batches} times too large: "
+                    "each micro-batch's loss is a mean over its own samples; divide it by the number of "
+                    "micro-batches."
+                ).format(micro_batches=micro_batches)
             )
         return failed(
-            f"with {micro_batches} micro-batches the gradients differ from those of the whole batch: "
-            "backward() once per micro-batch, each loss scaled by how many micro-batches there are."
+            _(
+                "with {micro_batches} micro-batches the gradients differ from those of the whole batch: "
+                "backward() once per micro-batch, each loss scaled by how many micro-batches there are."
+            ).format(micro_batches=micro_batches)
         )
     if first["calls"] != 1:
         return failed(
-            f"right gradients, but DDP all-reduced {first['calls']} times for {micro_batches} micro-batches: "
-            "skip the all-reduce of every micro-batch but the last with ddp.no_sync(), and let DDP "
-            "all-reduce the last one."
+            _(
+                "right gradients, but DDP all-reduced {calls} times for {micro_batches} micro-batches: "
+                "skip the all-reduce of every micro-batch but the last with ddp.no_sync(), and let DDP "
+                "all-reduce the last one."
+            ).format(calls=first["calls"], micro_batches=micro_batches)
         )
     return None
 
@@ -201,7 +218,7 @@ def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckRes
         _WORLD_SIZE,
         (step,),
         timeout=30,
-        hang_hint="Every rank must run the same number of backward passes.",
+        hang_hint=_("Every rank must run the same number of backward passes."),
     )
     if isinstance(ranks, CheckResult):
         return ranks
@@ -210,7 +227,10 @@ def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckRes
         if verdict is not None:
             return verdict
     return passed(
-        "the whole batch's gradients on both ranks, with a single all-reduce, for 4 and for 3 micro-batches."
+        _(
+            "the whole batch's gradients on both ranks, with a single all-reduce, "
+            "for 4 and for 3 micro-batches."
+        )
     )
 
 
@@ -306,36 +326,48 @@ def _resume_verdict(row: dict[str, Any], seed: int) -> CheckResult | None:
     error, stop = row["error"], row["stop"]
     if "CUDA" in error:
         return failed(
-            "torch.load put the tensors back on cuda:0, the device the snapshot records (rank 0 saved "
-            "it on GPU 0): load with map_location set to this rank's device, here the CPU."
+            _(
+                "torch.load put the tensors back on cuda:0, the device the snapshot records (rank 0 saved "
+                "it on GPU 0): load with map_location set to this rank's device, here the CPU."
+            )
         )
     if "module." in error:
         return failed(
-            "the snapshot holds the plain model's state dict, without DDP's `module.` prefix: load it "
-            "into `ddp.module`."
+            _(
+                "the snapshot holds the plain model's state dict, without DDP's `module.` prefix: load it "
+                "into `ddp.module`."
+            )
         )
     if error:
-        return failed(f"your function raised {error.splitlines()[0]}")
+        return failed(_("your function raised {error}").format(error=error.splitlines()[0]))
     if not isinstance(row["start"], int):
-        return failed(f"return the next epoch to run, as a whole number, not {row['start']}.")
+        return failed(
+            _("return the next epoch to run, as a whole number, not {start}.").format(start=row["start"])
+        )
     if row["start"] == stop - 1:
-        return failed("that is the last epoch the snapshot finished: return the next one, which it stores.")
+        return failed(
+            _("that is the last epoch the snapshot finished: return the next one, which it stores.")
+        )
     if row["start"] != stop:
         return failed(
-            f"after the snapshot of {stop} epoch(s) you returned {row['start']}: return its 'epoch'."
+            _("after the snapshot of {stop} epoch(s) you returned {start}: return its 'epoch'.").format(
+                stop=stop, start=row["start"]
+            )
         )
     if row["equal"]:
         return None
     if not row["optimizer_state"]:
         return failed(
-            "the optimizer starts from scratch: load its state too, or momentum begins again at zero."
+            _("the optimizer starts from scratch: load its state too, or momentum begins again at zero.")
         )
     if row["sampler_seed"] != seed:
         return failed(
-            "the data come in another order than in the run that was interrupted: give the sampler the "
-            "seed the snapshot stores (set_epoch alone only chooses the epoch)."
+            _(
+                "the data come in another order than in the run that was interrupted: give the sampler the "
+                "seed the snapshot stores (set_epoch alone only chooses the epoch)."
+            )
         )
-    return failed("the run did not end with the uninterrupted run's weights: load the model's state too.")
+    return failed(_("the run did not end with the uninterrupted run's weights: load the model's state too."))
 
 
 def check_resume(resume: Callable[..., Any] | None) -> CheckResult:
@@ -352,18 +384,22 @@ def check_resume(resume: Callable[..., Any] | None) -> CheckResult:
         try:
             ranks = launch(_resume_worker, _WORLD_SIZE, args=(resume, folder, seed), timeout=60)
         except LaunchTimeoutError:
-            return failed("the ranks never finished: every rank must load the snapshot the same way.")
+            return failed(_("the ranks never finished: every rank must load the snapshot the same way."))
         except WorkerError as err:
             return failed(
-                f"rank {err.rank} stopped ({err.exc_type or 'it died'}) while resuming: your function "
-                "must return the next epoch, not end the process."
+                _(
+                    "rank {rank} stopped ({why}) while resuming: your function "
+                    "must return the next epoch, not end the process."
+                ).format(rank=err.rank, why=err.exc_type or _("it died"))
             )
         except LaunchError as err:
-            return failed(f"the ranks could not be started: {err}")
+            return failed(_("the ranks could not be started: {error}").format(error=err))
     for row in ranks[0]:
         if (verdict := _resume_verdict(row, seed)) is not None:
             return verdict
     return passed(
-        "both resumed runs end bit for bit with the uninterrupted run's weights: model, optimizer, "
-        "sampler seed and epoch restored."
+        _(
+            "both resumed runs end bit for bit with the uninterrupted run's weights: model, optimizer, "
+            "sampler seed and epoch restored."
+        )
     )
