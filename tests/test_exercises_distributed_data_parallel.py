@@ -1,7 +1,5 @@
 """The checks of notebook 06's exercises accept right answers and explain wrong ones."""
 
-# ruff: noqa: RUF001  (the Chinese feedback is written with Chinese punctuation, which RUF001 takes for look-alikes)
-
 from __future__ import annotations
 
 import os
