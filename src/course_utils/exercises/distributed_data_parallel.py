@@ -18,6 +18,7 @@ from torch import nn
 
 from course_utils.exercises import CheckResult, failed, integral_list, not_a_function, passed
 from course_utils.exercises.ranks import call_in_rank, run_ranks
+from course_utils.i18n import _
 
 # The gradient check runs the reader's function in 3 ranks, then again in 2 of them (one
 # launch): a world size written into the function is right for one of the two at most.
@@ -74,31 +75,39 @@ def _verdict(ranks: list[list[dict[str, Any]]]) -> CheckResult | None:
     for number, world_size in enumerate(_WORLD_SIZES):
         rounds = [r[number] for r in ranks[:world_size]]
         if any(r["replaced"] for r in rounds):
-            return failed("your function replaced the model's parameters; change only their .grad, in place.")
+            return failed(
+                _("your function replaced the model's parameters; change only their .grad, in place.")
+            )
         if any(g is None for r in rounds for g in r["grads"]):
-            return failed("after your function some parameters have no .grad tensor: keep every p.grad.")
+            return failed(_("after your function some parameters have no .grad tensor: keep every p.grad."))
         mean = [torch.stack(given).mean(0) for given in zip(*(r["given"] for r in rounds), strict=True)]
         grads = [r["grads"] for r in rounds]
         if any(g.shape != m.shape for rank in grads for g, m in zip(rank, mean, strict=True)):
-            return failed("the gradients changed shape; change their values in place.")
+            return failed(_("the gradients changed shape; change their values in place."))
         pairs = [pair for rank in grads for pair in zip(rank, mean, strict=True)]
         if all(torch.allclose(g, m, atol=1e-6) for g, m in pairs):
             continue
         if all(torch.allclose(g, m * world_size, atol=1e-5) for g, m in pairs):
-            return failed("the ranks agree, but on the sum of the gradients. DDP averages: divide.")
+            return failed(_("the ranks agree, but on the sum of the gradients. DDP averages: divide."))
         if any(not torch.equal(a, b) for rank in grads[1:] for a, b in zip(grads[0], rank, strict=True)):
             return failed(
-                "the ranks still disagree: each one kept its own gradient. A collective must combine "
-                "the ranks' p.grad tensors, in place."
+                _(
+                    "the ranks still disagree: each one kept its own gradient. A collective must combine "
+                    "the ranks' p.grad tensors, in place."
+                )
             )
         if number > 0:
             return failed(
-                f"right with {_WORLD_SIZES[0]} ranks, not with {world_size}: does your function assume "
-                "a number of ranks? Ask the process group."
+                _(
+                    "right with {first} ranks, not with {world_size}: does your function assume "
+                    "a number of ranks? Ask the process group."
+                ).format(first=_WORLD_SIZES[0], world_size=world_size)
             )
         return failed(
-            f"with {world_size} ranks they agree, but not on the mean of their gradients. Does your "
-            "function assume a number of ranks? Ask the process group."
+            _(
+                "with {world_size} ranks they agree, but not on the mean of their gradients. Does your "
+                "function assume a number of ranks? Ask the process group."
+            ).format(world_size=world_size)
         )
     return None
 
@@ -118,8 +127,10 @@ def check_average_gradients(average_gradients: Callable[[nn.Module], Any] | None
     if verdict is not None:
         return verdict
     return passed(
-        "every rank now holds the mean of the ranks' gradients, with 3 ranks and with 2, which is "
-        "what DDP's all-reduce during backward() leaves in each .grad."
+        _(
+            "every rank now holds the mean of the ranks' gradients, with 3 ranks and with 2, which is "
+            "what DDP's all-reduce during backward() leaves in each .grad."
+        )
     )
 
 
@@ -140,24 +151,30 @@ def check_sampler_indices(answer: Any, drop_last: bool = False) -> CheckResult:
     drop_last=drop_last)`; work it out by hand, then confirm by running the sampler.
     """
     if answer is None or answer is Ellipsis:
-        return failed("write the list of indices you expect rank 2 to get, e.g. [5, 6].")
+        return failed(_("write the list of indices you expect rank 2 to get, e.g. [5, 6]."))
     given = integral_list(answer)
     if given is None:
-        return failed("give a list of whole numbers, the dataset indices in the order rank 2 sees them.")
+        return failed(_("give a list of whole numbers, the dataset indices in the order rank 2 sees them."))
     truth = _sampler_indices(10, 4, 2, drop_last)
     if given == truth:
-        return passed(f"rank 2 of 4 gets {len(truth)} indices; every rank gets the same number.")
+        return passed(
+            _("rank 2 of 4 gets {count} indices; every rank gets the same number.").format(count=len(truth))
+        )
     if len(given) != len(truth):
-        padding = "drops the tail" if drop_last else "pads the indices"
+        padding = _("drops the tail") if drop_last else _("pads the indices")
         return failed(
-            f"rank 2 gets {len(truth)} indices, not {len(given)}: every rank gets the same number, "
-            f"and with drop_last={drop_last} the sampler {padding} to make that so."
+            _(
+                "rank 2 gets {right} indices, not {given}: every rank gets the same number, "
+                "and with drop_last={drop_last} the sampler {padding} to make that so."
+            ).format(right=len(truth), given=len(given), drop_last=drop_last, padding=padding)
         )
     if sorted(given) == sorted(truth):
-        return failed("the right indices in the wrong order: the ranks take turns, one index each.")
+        return failed(_("the right indices in the wrong order: the ranks take turns, one index each."))
     return failed(
-        "not those indices. Without shuffling the ranks take turns through the (padded) "
-        "list of indices: rank r takes positions r, r + world size, ..."
+        _(
+            "not those indices. Without shuffling the ranks take turns through the (padded) "
+            "list of indices: rank r takes positions r, r + world size, ..."
+        )
     )
 
 
@@ -171,25 +188,31 @@ def check_unprefixed_state_dict(
     names but other values, so it does not pass.
     """
     if state_dict is None or state_dict is Ellipsis:
-        return failed("build the state_dict that the plain model can load and pass it.")
+        return failed(_("build the state_dict that the plain model can load and pass it."))
     if not isinstance(state_dict, Mapping):
         return failed(
-            f"pass a state_dict (a mapping of names to tensors), not a {type(state_dict).__name__}."
+            _("pass a state_dict (a mapping of names to tensors), not a {type}.").format(
+                type=type(state_dict).__name__
+            )
         )
     if not all(isinstance(key, str) for key in state_dict):
-        return failed("a state_dict's keys are the parameters' names, as strings.")
+        return failed(_("a state_dict's keys are the parameters' names, as strings."))
     keys, wanted = set(state_dict), set(model.state_dict())
     if any(k.startswith("module.") for k in keys):
-        return failed("some keys still start with 'module.', the name of the model inside DDP.")
+        return failed(_("some keys still start with 'module.', the name of the model inside DDP."))
     if keys != wanted:
         missing = ", ".join(sorted(wanted - keys)) or "-"
         unexpected = ", ".join(sorted(keys - wanted)) or "-"
-        return failed(f"the keys do not match the model's: missing {missing}; unexpected {unexpected}.")
+        return failed(
+            _("the keys do not match the model's: missing {missing}; unexpected {unexpected}.").format(
+                missing=missing, unexpected=unexpected
+            )
+        )
     try:
         copy.deepcopy(model).load_state_dict(state_dict)  # a copy: the reader's model stays as it is
     except Exception as err:
         lines = str(err).strip().splitlines() or [type(err).__name__]
-        return failed(f"the names match but loading fails: {lines[-1].strip()}")
+        return failed(_("the names match but loading fails: {error}").format(error=lines[-1].strip()))
     if wrapped is not None:
         source = {name.removeprefix("module."): value for name, value in wrapped.items()}
     else:
@@ -200,7 +223,9 @@ def check_unprefixed_state_dict(
             value.shape == want.shape and torch.equal(value.detach().cpu(), want.detach().cpu())
         ):
             return failed(
-                f"the names are right, but {name!r} does not hold the saved values: keep the tensors of "
-                "the DDP state_dict, rename only the keys."
+                _(
+                    "the names are right, but {name!r} does not hold the saved values: keep the tensors of "
+                    "the DDP state_dict, rename only the keys."
+                ).format(name=name)
             )
-    return passed("the plain model loads it: every key matches without the 'module.' prefix, values kept.")
+    return passed(_("the plain model loads it: every key matches without the 'module.' prefix, values kept."))

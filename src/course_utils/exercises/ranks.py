@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from course_utils.exercises import CheckResult, describe_error, failed
+from course_utils.i18n import N_, _, translated
 from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
-SAME_CALLS = "Every rank must make the same collective calls, in the same order."
+SAME_CALLS = N_("Every rank must make the same collective calls, in the same order.")
 # How gloo reports, in the waiting rank, that its peer left a collective (wording varies by
 # version and by timing: the connection is closed, or reset, while reading or writing).
 PEER_GONE = ("remote worker", "Connection closed", "Connection reset", "Read error", "Broken pipe")
@@ -45,23 +46,33 @@ def _explain(err: WorkerError, hang_hint: str) -> CheckResult:
 
     for failure in failures:
         if failure.exc_type == ReaderFailed.__name__ and not peer_gone(failure):
-            return failed(f"on rank {failure.rank} your function {failure.message.splitlines()[0]}")
+            return failed(
+                _("on rank {rank} your function {problem}").format(
+                    rank=failure.rank, problem=failure.message.splitlines()[0]
+                )
+            )
     for failure in failures:
         if failure.exc_type is None:
             return failed(
-                f"on rank {failure.rank} the process running your function {failure.message}: something "
-                "in it ended the process (os._exit, a signal, a crash). A rank's work must return."
+                _(
+                    "on rank {rank} the process running your function {problem}: something "
+                    "in it ended the process (os._exit, a signal, a crash). A rank's work must return."
+                ).format(rank=failure.rank, problem=failure.message)
             )
     for failure in failures:
         if peer_gone(failure):
             return failed(
-                f"rank {failure.rank} lost its peer inside a collective: another rank never called it "
-                f"and left. {hang_hint}"
+                _(
+                    "rank {rank} lost its peer inside a collective: another rank never called it "
+                    "and left. {hint}"
+                ).format(rank=failure.rank, hint=translated(hang_hint))
             )
     first = err.message.splitlines()[0] if err.message else ""
     return failed(
-        f"the check could not finish on rank {err.rank} after your function ran ({err.exc_type}: {first}). "
-        "Did your function replace or delete something of what it was given?"
+        _(
+            "the check could not finish on rank {rank} after your function ran ({error}: {first}). "
+            "Did your function replace or delete something of what it was given?"
+        ).format(rank=err.rank, error=err.exc_type, first=first)
     )
 
 
@@ -74,15 +85,18 @@ def run_ranks(
 ) -> list[Any] | CheckResult:
     """Run `worker(*args)` in `world_size` gloo ranks; return the results by rank, or a "Not yet" verdict.
 
-    `hang_hint` is said when the ranks time out or a rank loses its peer in a collective.
+    `hang_hint` is said when the ranks time out or a rank loses its peer in a collective (English,
+    marked with `N_()`: it is shown in the notebook's language).
     """
     try:
         return launch(worker, world_size, args=tuple(args), timeout=timeout)
     except LaunchTimeoutError:
         return failed(
-            f"the ranks never finished: a collective waited for a rank that skipped it. {hang_hint}"
+            _("the ranks never finished: a collective waited for a rank that skipped it. {hint}").format(
+                hint=translated(hang_hint)
+            )
         )
     except WorkerError as err:
         return _explain(err, hang_hint)
     except LaunchError as err:
-        return failed(f"the ranks could not be started: {err}")
+        return failed(_("the ranks could not be started: {error}").format(error=err))
