@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import torch
 
 from course_utils.exercises import CheckResult, call_reader, failed, not_a_function, passed, real_value
+from course_utils.i18n import N_, _, translated
 
 # Exercise 1: a DDP job of 4 processes, 32 samples per process per step. Each rank timed 8
 # steps after 2 warm-up steps; the lists hold all 10 step times in seconds (example numbers).
@@ -59,9 +60,9 @@ print(elapsed / 50)""",
 }
 _CORRECT_SNIPPETS = frozenset({"C", "D"})
 _FLAWS = {
-    "A": "one of your choices times a single, cold call and reads the clock before the GPU has finished",
-    "B": "one of your choices never waits for the GPU, so it measures how fast Python queues the work",
-    "E": "one of your choices waits for the GPU only after it has read the clock",
+    "A": N_("one of your choices times a single, cold call and reads the clock before the GPU has finished"),
+    "B": N_("one of your choices never waits for the GPU, so it measures how fast Python queues the work"),
+    "E": N_("one of your choices waits for the GPU only after it has read the clock"),
 }
 
 
@@ -77,24 +78,33 @@ def _close(a: float, b: float) -> bool:
 def check_samples_per_second(answer: object) -> CheckResult:
     """Check the job's throughput, in samples per second, computed from `EXAMPLE_STEP_TIMES`."""
     if answer is None or answer is ...:
-        return failed("compute the job's samples per second from EXAMPLE_STEP_TIMES and assign the number")
+        return failed(_("compute the job's samples per second from EXAMPLE_STEP_TIMES and assign the number"))
     value = real_value(answer)
     if value is None:
-        return failed(f"the answer should be a number of samples per second, not {type(answer).__name__}")
+        return failed(
+            _("the answer should be a number of samples per second, not {kind}").format(
+                kind=type(answer).__name__
+            )
+        )
     answer = value
     world = len(EXAMPLE_STEP_TIMES)
     truth = world * PER_RANK_BATCH / _job_step_time(EXAMPLE_STEP_TIMES, WARMUP_STEPS)
     if _close(answer, truth):
         return passed(
-            f"about {truth:.0f} samples/s: {world} x {PER_RANK_BATCH} samples per step, divided by the "
-            "median step time of the slowest rank, warm-up left out"
+            _(
+                "about {truth:.0f} samples/s: {world} x {batch} samples per step, divided by the "
+                "median step time of the slowest rank, warm-up left out"
+            ).format(truth=truth, world=world, batch=PER_RANK_BATCH)
         )
     if _close(answer, truth / world):
         return failed(
-            "that is the throughput of one process: every step of the job processes the batches of all ranks"
+            _(
+                "that is the throughput of one process: every step of the job processes the batches "
+                "of all ranks"
+            )
         )
     if _close(answer, 1 / _job_step_time(EXAMPLE_STEP_TIMES, WARMUP_STEPS)):
-        return failed("that is steps per second; multiply by the samples one step of the job processes")
+        return failed(_("that is steps per second; multiply by the samples one step of the job processes"))
     with_warmup = world * PER_RANK_BATCH / _job_step_time(EXAMPLE_STEP_TIMES, 0)
     mean_with_warmup = world * PER_RANK_BATCH / max(statistics.mean(t) for t in EXAMPLE_STEP_TIMES.values())
     mean_timed = (
@@ -103,51 +113,65 @@ def check_samples_per_second(answer: object) -> CheckResult:
     fastest = (
         world * PER_RANK_BATCH / min(statistics.median(t[WARMUP_STEPS:]) for t in EXAMPLE_STEP_TIMES.values())
     )
-    warmup_hint = f"the first {WARMUP_STEPS} steps of every rank are warm-up: leave them out"
+    warmup_hint = _("the first {warmup} steps of every rank are warm-up: leave them out").format(
+        warmup=WARMUP_STEPS
+    )
     mistakes = [  # what a typical wrong answer computes, and the hint for it
         (with_warmup, warmup_hint),
         (mean_with_warmup, warmup_hint),
-        (mean_timed, "the mean is pulled by the slow outlier in every rank's list; use the median"),
+        (mean_timed, _("the mean is pulled by the slow outlier in every rank's list; use the median")),
         (
             fastest,
-            "the ranks wait for each other in the gradient all-reduce, so a step of the job takes "
-            "as long as on the slowest rank, not the fastest",
+            _(
+                "the ranks wait for each other in the gradient all-reduce, so a step of the job takes "
+                "as long as on the slowest rank, not the fastest"
+            ),
         ),
     ]
     for value, hint in mistakes:
         if _close(answer, value):
             return failed(hint)
     return failed(
-        "not the job's throughput: samples per step of the whole job, divided by a typical (median) "
-        "step time of the slowest rank, warm-up steps left out"
+        _(
+            "not the job's throughput: samples per step of the whole job, divided by a typical (median) "
+            "step time of the slowest rank, warm-up steps left out"
+        )
     )
 
 
 def check_correct_snippets(answer: object) -> CheckResult:
     """Check the set of letters of `TIMING_SNIPPETS` that time `model(x)` on a GPU correctly."""
     if answer is None or answer is ...:
-        return failed('write the letters of the correct snippets as a set of strings, e.g. {"A"}')
+        return failed(_('write the letters of the correct snippets as a set of strings, e.g. {"A"}'))
     if isinstance(answer, str):
         answer = {answer} if len(answer) == 1 else set(answer.replace(",", " ").split())
     if not isinstance(answer, Iterable):
-        return failed('the answer should be a set of letters such as {"A", "B"}')
+        return failed(_('the answer should be a set of letters such as {"A", "B"}'))
     chosen = {str(letter).strip().upper() for letter in answer}
     unknown = sorted(chosen - set(TIMING_SNIPPETS))
     if unknown:
-        return failed(f"there are only snippets {', '.join(TIMING_SNIPPETS)}; remove {unknown}")
+        return failed(
+            _("there are only snippets {letters}; remove {unknown}").format(
+                letters=", ".join(TIMING_SNIPPETS), unknown=unknown
+            )
+        )
     if chosen == _CORRECT_SNIPPETS:
         return passed(
-            "both wait for the GPU before every clock reading (torch.utils.benchmark's timer "
-            "synchronises for you), leave out warm-up runs and report a median over many runs"
+            _(
+                "both wait for the GPU before every clock reading (torch.utils.benchmark's timer "
+                "synchronises for you), leave out warm-up runs and report a median over many runs"
+            )
         )
-    hints = [_FLAWS[letter] for letter in sorted(chosen - _CORRECT_SNIPPETS)]
+    hints = [translated(_FLAWS[letter]) for letter in sorted(chosen - _CORRECT_SNIPPETS)]
     missed = len(_CORRECT_SNIPPETS - chosen)
     if missed:
         hints.append(
-            f"you left out {missed} snippet(s) that measure correctly (what does torch.utils.benchmark's "
-            "timer do before it reads the clock?)"
+            _(
+                "you left out {missed} snippet(s) that measure correctly (what does torch.utils.benchmark's "
+                "timer do before it reads the clock?)"
+            ).format(missed=missed)
         )
-    return failed("; ".join(hints))
+    return failed(_("; ").join(hints))
 
 
 def _summary_cases() -> list[tuple[list[float], int]]:
@@ -178,33 +202,41 @@ def check_median_and_iqr(fn: object) -> CheckResult:
         call = f"summarize({times}, {warmup})"
         outcome = call_reader(fn, list(times), warmup)
         if outcome.problem is not None:
-            return failed(f"{call}: your function {outcome.problem}")
+            return failed(_("{call}: your function {problem}").format(call=call, problem=outcome.problem))
         result = outcome.value
         pair = isinstance(result, tuple | list) and len(result) == 2
         if pair and any(isinstance(v, torch.Tensor) for v in result):
             return failed(
-                f"{call} returned {result!r}; return a tuple of two floats (median, iqr) "
-                "(got tensors: use .item())"
+                _(
+                    "{call} returned {result!r}; return a tuple of two floats (median, iqr) "
+                    "(got tensors: use .item())"
+                ).format(call=call, result=result)
             )
         values = [real_value(v) for v in result] if pair else []
         if not pair or any(v is None for v in values):
-            return failed(f"{call} returned {result!r:.80}; return a tuple of two floats (median, iqr)")
+            return failed(
+                _("{call} returned {result!r:.80}; return a tuple of two floats (median, iqr)").format(
+                    call=call, result=result
+                )
+            )
         got_median, got_iqr = values
         kept = times[warmup:]
         median, iqr = _median_and_iqr(kept)
         if not math.isclose(got_median, median, rel_tol=1e-6):
             if warmup and _close_pair((got_median, got_iqr), _median_and_iqr(times)):
-                return failed(f"{call}: the median includes the warm-up entries")
+                return failed(_("{call}: the median includes the warm-up entries").format(call=call))
             if math.isclose(got_median, statistics.mean(kept), rel_tol=1e-6):
-                return failed(f"{call}: that is the mean, not the median")
-            return failed(f"{call}: the median is not right")
+                return failed(_("{call}: that is the mean, not the median").format(call=call))
+            return failed(_("{call}: the median is not right").format(call=call))
         if not math.isclose(got_iqr, iqr, rel_tol=1e-6):
             return failed(
-                f"{call}: the IQR is not right; it is the 75th minus the 25th "
-                "percentile with linear interpolation, as torch.utils.benchmark and numpy compute it "
-                "(statistics.quantiles has a `method` argument)"
+                _(
+                    "{call}: the IQR is not right; it is the 75th minus the 25th "
+                    "percentile with linear interpolation, as torch.utils.benchmark and numpy compute it "
+                    "(statistics.quantiles has a `method` argument)"
+                ).format(call=call)
             )
-    return passed("median and IQR without the warm-up entries, as torch.utils.benchmark reports them")
+    return passed(_("median and IQR without the warm-up entries, as torch.utils.benchmark reports them"))
 
 
 __all__ = [
