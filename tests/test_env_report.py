@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -200,3 +201,29 @@ def test_cgroup_paths_may_be_text_and_anything_else_is_refused(tmp_path):
         read_cgroup_limits(3)
     with pytest.raises(TypeError, match="proc_self_cgroup is a folder or file path"):
         environment_report(tmp_path, None)
+
+
+def test_the_chinese_notebook_gets_the_report_in_chinese_with_its_values_kept(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")  # the Chinese punctuation is left out of the literals
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    report = environment_report()
+    rows = report.rows()
+    labels = [label for label, _ in rows]
+    assert labels[:2] == ["Python", "PyTorch"] and "NVML" in labels and "CUDA_VISIBLE_DEVICES" in labels
+    values = dict(rows)
+    accelerator = next(label for label in labels if label.startswith("加速器"))
+    assert "torch.accelerator" in accelerator and values[accelerator].startswith("无")
+    assert "未设置" in values["CUDA_VISIBLE_DEVICES"]
+    assert values["PyTorch"].startswith(torch.__version__) and "在课程支持的范围" in values["PyTorch"]
+    assert values["Python"] == report.python_version
+    # A Chinese character takes two columns: the values still start in one column.
+    lines = str(report).splitlines()
+    assert len(lines) == len(rows)
+    starts = {
+        env_report._columns(line[: line.index(value)]) for line, (_, value) in zip(lines, rows, strict=True)
+    }
+    assert len(starts) == 1
+    container = dataclasses.replace(report, ram_bytes=64 * 2**30, ram_limit_bytes=2 * 2**30)
+    ram = dict(container.rows())["内存"]
+    assert ram.startswith("2.0 GiB") and "容器上限" in ram and "宿主机有 64.0 GiB" in ram

@@ -104,3 +104,29 @@ def test_hidden_gpu_count_right():
 def test_hidden_gpu_count_wrong():
     for wrong in [8, 1, False, 0.0, "0", ..., *odd_answers(), np.zeros(2)]:
         assert_not_yet(check_hidden_gpu_count(wrong))
+
+
+def test_the_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")  # the Chinese punctuation is left out of the literals
+
+    def cuda_only() -> torch.device:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    hint = str(check_device_choice(cuda_only))
+    assert hint.startswith("还没对") and "在搭载 Apple 芯片的 Mac" in hint and "它选了 'cpu'" in hint
+    assert "请在运行时询问这个 PyTorch 能用哪个加速器" in hint
+
+    def raises() -> torch.device:
+        raise KeyError("device")
+
+    hint = str(check_device_choice(raises))
+    assert hint.startswith("还没对") and "在本机上" in hint and "它抛出了 KeyError" in hint
+    hint = str(check_hidden_gpu_count("0"))
+    assert hint.startswith("还没对") and "设备数应当是整数" in hint and "不要加引号" in hint
+    assert str(check_hidden_gpu_count(0)).startswith("正确")
+    right = str(
+        check_device_choice(
+            lambda: torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
+        )
+    )
+    assert right.startswith("正确") and "你的这一行在 CUDA" in right

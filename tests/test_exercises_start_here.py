@@ -7,7 +7,7 @@ import pytest
 import torch
 from exercise_answers import AlwaysEqual, assert_not_yet, odd_answers
 
-from course_utils.exercises import start_here
+from course_utils.exercises import describe_error, not_a_function, start_here
 
 
 def _accelerator() -> str | None:
@@ -78,3 +78,24 @@ def test_cpu_threads_odd_answers_are_not_yet():
 
 def test_an_answer_equal_to_everything_does_not_pass():
     assert not start_here.check_accelerator(AlwaysEqual()) and not start_here.check_cpu_threads(AlwaysEqual())
+
+
+def test_the_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    hint = str(start_here.check_cpu_threads(2.0))  # the Chinese punctuation is left out of the literals
+    assert hint.startswith("还没对") and "线程数应当是整数" in hint and "float" in hint
+    hint = str(start_here.check_accelerator(...))
+    assert hint.startswith("还没对") and "换成一个设备类型" in hint
+    assert str(start_here.check_cpu_threads(torch.get_num_threads())).startswith("正确")
+    right = str(start_here.check_accelerator(_accelerator()))
+    assert right.startswith("正确") and "在这里报告的也是" in right
+
+
+def test_the_shared_hints_come_in_chinese_too(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    assert "传入函数本身" in not_a_function(3, "f(x)").message
+    assert "写出 `f(x)`" in not_a_function(None, "f(x)").message
+    assert describe_error(SystemExit(3)).startswith("调用了 sys.exit(3)")
+    assert describe_error(KeyError("grad")) == "抛出了 KeyError: 'grad'"
+    monkeypatch.setenv("COURSE_LANGUAGE", "en")
+    assert describe_error(KeyError("grad")) == "raised KeyError: 'grad'"

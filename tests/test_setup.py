@@ -250,3 +250,22 @@ def test_the_archive_address_follows_the_source(source, url):
 def test_a_source_without_a_known_archive_says_what_to_give(bad):
     with pytest.raises(ValueError, match=r"git\+https://github\.com/OWNER/NAME"):
         setup.workers_archive(bad)
+
+
+def test_the_chinese_notebook_gets_the_set_up_lines_in_chinese(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")  # the Chinese punctuation is left out of the literals
+    monkeypatch.setattr(setup.importlib, "metadata", FakeMetadata("2.8.0+cu126"))
+    monkeypatch.setattr(setup, "SUPPORTED_TORCH", ">=2.9,<2.16")
+    said = setup.install_requirements(lambda *args: None)
+    assert (
+        said.startswith("torch 2.8.0+cu126 不在支持的范围 >=2.9,<2.16 内") and "已安装 torch==2.13.*" in said
+    )
+    monkeypatch.setattr(setup.subprocess, "call", lambda cmd: 1)
+    with pytest.raises(RuntimeError, match="运行时需要联网"):
+        setup.pip_install("no-such-package")
+
+
+def test_before_polib_is_installed_the_set_up_lines_are_english(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    monkeypatch.setitem(sys.modules, "course_utils.i18n", None)  # importing it raises ImportError
+    assert setup._("no torch found") == "no torch found"

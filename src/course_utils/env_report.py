@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -23,6 +24,7 @@ import psutil
 import torch
 
 from course_utils.gpus import Inventory, nvml_inventory
+from course_utils.i18n import _
 from course_utils.setup import SUPPORTED_TORCH, torch_in_range
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -139,15 +141,20 @@ def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_S
 def torch_support(version: str, spec: str = SUPPORTED_TORCH) -> str:
     """One line on a PyTorch version against the supported range: fine, or what fails and how to get one."""
     if torch_in_range(version, spec):
-        return f"{version} (in the course's supported range {spec})"
-    return (
-        f"{version}: NOT in the course's supported range {spec}, so some cells may fail or print other "
-        f'outputs; get a supported one with `pip install "torch{spec}"` or `python3 course.py lab`'
-    )
+        return _("{version} (in the course's supported range {spec})").format(version=version, spec=spec)
+    return _(
+        "{version}: NOT in the course's supported range {spec}, so some cells may fail or print other "
+        'outputs; get a supported one with `pip install "torch{spec}"` or `python3 course.py lab`'
+    ).format(version=version, spec=spec)
 
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
+
+
+def _columns(text: str) -> int:
+    """How many columns `text` takes in a monospaced font: Chinese characters take two, so labels align."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
 
 
 @dataclass(frozen=True)
@@ -177,9 +184,8 @@ class EnvironmentReport:
 
     def _cpu_row(self) -> str:
         if self.cpu_quota is not None and self.cpu_quota < self.usable_cpu_cores:
-            return (
-                f"{self.cpu_quota:g} / {self.cpu_cores} "
-                f"(container CPU quota; the affinity mask allows {self.usable_cpu_cores})"
+            return _("{quota} / {cores} (container CPU quota; the affinity mask allows {usable})").format(
+                quota=f"{self.cpu_quota:g}", cores=self.cpu_cores, usable=self.usable_cpu_cores
             )
         return f"{self.usable_cpu_cores} / {self.cpu_cores}"
 
@@ -188,34 +194,39 @@ class EnvironmentReport:
 
     def _ram_row(self) -> str:
         if self.usable_ram_bytes < self.ram_bytes:
-            return f"{_gib(self.usable_ram_bytes)} (container limit; host has {_gib(self.ram_bytes)})"
+            return _("{usable} (container limit; host has {host})").format(
+                usable=_gib(self.usable_ram_bytes), host=_gib(self.ram_bytes)
+            )
         return _gib(self.ram_bytes)
 
     def rows(self) -> list[tuple[str, str]]:
         """The report as (label, value) pairs, in reading order."""
         names = ", ".join(self.device_names) or "-"
         if self.nvml.reason:
-            nvml = f"unavailable: {self.nvml.reason}"
+            nvml = _("unavailable: {reason}").format(reason=self.nvml.reason)
         else:
-            nvml = f"driver {self.nvml.driver_version}, {len(self.nvml)} GPU(s)"
-        visible = "(not set)" if self.cuda_visible_devices is None else repr(self.cuda_visible_devices)
+            nvml = _("driver {version}, {count} GPU(s)").format(
+                version=self.nvml.driver_version, count=len(self.nvml)
+            )
+        visible = _("(not set)") if self.cuda_visible_devices is None else repr(self.cuda_visible_devices)
         return [
             ("Python", self.python_version),
             ("PyTorch", self._torch_row()),
-            ("PyTorch built with CUDA", self.torch_cuda_build or "no (CPU-only build)"),
-            ("Accelerator (torch.accelerator)", self.accelerator or "none: running on the CPU"),
-            ("Accelerator devices", str(self.accelerator_count)),
-            ("Device names", names),
+            (_("PyTorch built with CUDA"), self.torch_cuda_build or _("no (CPU-only build)")),
+            (_("Accelerator (torch.accelerator)"), self.accelerator or _("none: running on the CPU")),
+            (_("Accelerator devices"), str(self.accelerator_count)),
+            (_("Device names"), names),
             ("NVML", nvml),
             ("CUDA_VISIBLE_DEVICES", visible),
-            ("CPU cores (usable / total)", self._cpu_row()),
-            ("RAM", self._ram_row()),
-            ("ipywidgets", self.ipywidgets_version or "missing: the GPU picker will not show"),
+            (_("CPU cores (usable / total)"), self._cpu_row()),
+            (_("RAM"), self._ram_row()),
+            ("ipywidgets", self.ipywidgets_version or _("missing: the GPU picker will not show")),
         ]
 
     def __str__(self) -> str:
-        width = max(len(label) for label, _ in self.rows())
-        return "\n".join(f"{label:<{width}}  {value}" for label, value in self.rows())
+        rows = self.rows()
+        width = max(_columns(label) for label, _value in rows)
+        return "\n".join(f"{label}{' ' * (width - _columns(label))}  {value}" for label, value in rows)
 
 
 def _device_names(kind: str | None, count: int) -> tuple[str, ...]:

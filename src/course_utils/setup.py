@@ -12,6 +12,7 @@ this module may replace must not be loaded in the kernel first.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.metadata
 import io
 import operator
@@ -34,6 +35,21 @@ WORKERS = "workers"  # the folder, beside the notebook, that holds the scripts n
 GITHUB_SOURCE = re.compile(
     r"^git\+https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?:@(?P<ref>\S+))?$"
 )
+
+
+def _(message: str) -> str:
+    """A message in the notebook's language (course_utils.i18n); English while polib is not installed yet.
+
+    This module runs before the course's requirements are installed, so it imports the translations
+    only when it prints, after `install_requirements` brought polib.
+    """
+    importlib.invalidate_caches()  # polib may have been installed by pip since this process started
+    try:
+        from course_utils.i18n import translated
+    except ImportError:
+        return message
+    return translated(message)
+
 
 _COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 
@@ -79,8 +95,10 @@ def pip_install(*args: str) -> None:
     status = subprocess.call([sys.executable, "-m", "pip", "install", "--quiet", *args])
     if status != 0:
         raise RuntimeError(
-            f"pip install {' '.join(args)} failed (exit status {status}; its messages are above). "
-            "The runtime needs internet access (on Kaggle: turn Internet on in the notebook's settings)."
+            _(
+                "pip install {arguments} failed (exit status {status}; its messages are above). "
+                "The runtime needs internet access (on Kaggle: turn Internet on in the notebook's settings)."
+            ).format(arguments=" ".join(args), status=status)
         )
 
 
@@ -95,15 +113,22 @@ def install_requirements(install: Callable[..., None] = pip_install) -> str:
     """Install what the course needs beside itself; keep a torch in the supported range. Say what was done."""
     torch_requirement, others = course_requirements(importlib.metadata.requires(DISTRIBUTION) or [])
     have = _installed("torch")
-    if have is not None and torch_in_range(have):
-        wanted, said = others, f"kept this runtime's torch {have} (in the supported range {SUPPORTED_TORCH})"
-    else:
-        pinned = torch_requirement or f"torch{SUPPORTED_TORCH}"
-        found = f"torch {have} is outside the supported range {SUPPORTED_TORCH}" if have else "no torch found"
-        wanted, said = [pinned, *others], f"{found}: installed {pinned}"
+    keep = have is not None and torch_in_range(have)
+    pinned = torch_requirement or f"torch{SUPPORTED_TORCH}"
+    wanted = others if keep else [pinned, *others]
     if wanted:
         install(*wanted)
-    return said
+    if keep:  # said after the install, which brings the translations' reader (polib)
+        return _("kept this runtime's torch {version} (in the supported range {spec})").format(
+            version=have, spec=SUPPORTED_TORCH
+        )
+    if have is None:
+        found = _("no torch found")
+    else:
+        found = _("torch {version} is outside the supported range {spec}").format(
+            version=have, spec=SUPPORTED_TORCH
+        )
+    return _("{found}: installed {pinned}").format(found=found, pinned=pinned)
 
 
 def workers_archive(source: str) -> str:
@@ -111,8 +136,10 @@ def workers_archive(source: str) -> str:
     found = GITHUB_SOURCE.match(source.strip())
     if found is None:
         raise ValueError(
-            f"Cannot tell where the worker scripts of {source!r} are: give the course's source as "
-            "git+https://github.com/OWNER/NAME[@REF] or as a local folder that holds notebooks/workers."
+            _(
+                "Cannot tell where the worker scripts of {source} are: give the course's source as "
+                "git+https://github.com/OWNER/NAME[@REF] or as a local folder that holds notebooks/workers."
+            ).format(source=repr(source))
         )
     return f"https://github.com/{found['owner']}/{found['name']}/archive/{found['ref'] or 'HEAD'}.tar.gz"
 
@@ -144,21 +171,27 @@ def fetch_workers(source: str, folder: Path, opener: Callable[[str], bytes] | No
     """
     destination = Path(folder) / WORKERS
     if destination.is_dir() and any(destination.glob("*.py")):
-        return f"worker scripts already in {destination}"
+        return _("worker scripts already in {folder}").format(folder=destination)
     local = Path(source)
     if local.is_dir():
         shutil.copytree(
             local / "notebooks" / WORKERS, destination, ignore=shutil.ignore_patterns("__pycache__")
         )
-        return f"copied the worker scripts to {destination}"
+        return _("copied the worker scripts to {folder}").format(folder=destination)
     url = workers_archive(source)
     read = opener or (lambda address: urllib.request.urlopen(address, timeout=120).read())
     with tempfile.TemporaryDirectory() as scratch:
         count = _extract_workers(read(url), Path(scratch))
         if count == 0:
-            raise RuntimeError(f"{url} holds no notebooks/{WORKERS}/ files: is it the course's repository?")
+            raise RuntimeError(
+                _("{url} holds no notebooks/{folder}/ files: is it the course's repository?").format(
+                    url=url, folder=WORKERS
+                )
+            )
         shutil.copytree(scratch, destination, dirs_exist_ok=True)
-    return f"fetched {count} worker scripts from {url} into {destination}"
+    return _("fetched {count} worker scripts from {url} into {folder}").format(
+        count=count, url=url, folder=destination
+    )
 
 
 def prepare_runtime(
@@ -166,7 +199,7 @@ def prepare_runtime(
 ) -> None:
     """The set-up cell's second step, after `pip install --no-deps SOURCE`: requirements, then workers."""
     done = [install_requirements(install), fetch_workers(source, Path.cwd() if folder is None else folder)]
-    print(f"Installed the course from {source}: " + "; ".join(done) + ".")
+    print(_("Installed the course from {source}: {done}.").format(source=source, done=_("; ").join(done)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -181,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         prepare_runtime(args.source)
     except (RuntimeError, ValueError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(_("error: {error}").format(error=err), file=sys.stderr)
         return 1
     return 0
 

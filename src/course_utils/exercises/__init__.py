@@ -51,9 +51,9 @@ def failed(message: str) -> CheckResult:
 def not_a_function(answer: object, call: str) -> CheckResult | None:
     """The verdict for an answer that should be a function but is not (`call` shows how it is called)."""
     if answer is None or answer is Ellipsis:
-        return failed(f"write `{call}` and pass the function itself (no call).")
+        return failed(_("write `{call}` and pass the function itself (no call).").format(call=call))
     if not callable(answer):
-        return failed(f"pass the function itself, not a {type(answer).__name__}.")
+        return failed(_("pass the function itself, not a {type}.").format(type=type(answer).__name__))
     return None
 
 
@@ -119,10 +119,12 @@ def whole_number_hint(value: object, what: str) -> str:
     if isinstance(value, float | np.floating) or (
         isinstance(value, torch.Tensor) and value.is_floating_point()
     ):
-        return f"{what} is a whole number: give an int, not a float (// divides without one)."
+        return _("{what} is a whole number: give an int, not a float (// divides without one).").format(
+            what=what
+        )
     if isinstance(value, str):
-        return f"{what} is a whole number: write it without quotes."
-    return f"{what} is a whole number (an int), not a {type(value).__name__}."
+        return _("{what} is a whole number: write it without quotes.").format(what=what)
+    return _("{what} is a whole number (an int), not a {type}.").format(what=what, type=type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,10 @@ def describe_error(err: BaseException) -> str:
     """What the reader's function did when it raised `err`, in words that follow "your function"."""
     if isinstance(err, SystemExit):
         code = "" if err.code is None else repr(err.code)
-        return f"called sys.exit({code}), which ends the whole process; return from the function instead"
-    return f"raised {type(err).__name__}: {err}"
+        return _(
+            "called sys.exit({code}), which ends the whole process; return from the function instead"
+        ).format(code=code)
+    return _("raised {name}: {error}").format(name=type(err).__name__, error=err)
 
 
 def call_reader(fn: Callable[..., Any], *args: Any) -> Outcome:

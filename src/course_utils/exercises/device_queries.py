@@ -9,14 +9,15 @@ from unittest import mock
 import torch
 
 from course_utils.exercises import CheckResult, call_reader, failed, integral_value, passed, whole_number_hint
+from course_utils.i18n import N_, _, translated
 
 # The machines the reader's line is run on: (name, the accelerator it has, or None for none).
 MACHINES: tuple[tuple[str, str | None], ...] = (
-    ("this machine", "here"),
-    ("a machine with an NVIDIA or AMD GPU (cuda)", "cuda"),
-    ("a Mac with Apple silicon (mps)", "mps"),
-    ("a machine with an Intel GPU (xpu)", "xpu"),
-    ("a machine with no accelerator", None),
+    (N_("this machine"), "here"),
+    (N_("a machine with an NVIDIA or AMD GPU (cuda)"), "cuda"),
+    (N_("a Mac with Apple silicon (mps)"), "mps"),
+    (N_("a machine with an Intel GPU (xpu)"), "xpu"),
+    (N_("a machine with no accelerator"), None),
 )
 
 
@@ -60,14 +61,16 @@ def check_device_choice(pick_device: object) -> CheckResult:
     """
     if pick_device is Ellipsis:
         return failed(
-            "define pick_device() with the one line in its return statement, then pass it (no brackets)."
+            _("define pick_device() with the one line in its return statement, then pass it (no brackets).")
         )
     if isinstance(pick_device, torch.device | str):
         return failed(
-            "pass the function pick_device itself (no brackets), so that the check can run your line."
+            _("pass the function pick_device itself (no brackets), so that the check can run your line.")
         )
     if not callable(pick_device):
-        return failed(f"expected the function pick_device, got a {type(pick_device).__name__}.")
+        return failed(
+            _("expected the function pick_device, got a {type}.").format(type=type(pick_device).__name__)
+        )
     wrong = []
     for name, kind in MACHINES:
         expected = _this_machine() if kind == "here" else kind or "cpu"
@@ -77,35 +80,51 @@ def check_device_choice(pick_device: object) -> CheckResult:
             with _machine(kind):
                 outcome = call_reader(pick_device)
         if outcome.problem is not None:  # the reader's line may raise anything; say where and what
-            wrong.append(f"on {name} it {outcome.problem.split(':')[0]}")
+            wrong.append(
+                _("on {machine} it {problem}").format(
+                    machine=translated(name), problem=outcome.problem.split(":")[0]
+                )
+            )
             continue
         answer = outcome.value
         if answer is Ellipsis:
             return failed(
-                "replace ... in pick_device with one line that picks the accelerator, else the CPU."
+                _("replace ... in pick_device with one line that picks the accelerator, else the CPU.")
             )
         if isinstance(answer, str):
-            return failed("your line returns a string; wrap it in torch.device(...).")
+            return failed(_("your line returns a string; wrap it in torch.device(...)."))
         if not isinstance(answer, torch.device):
-            return failed(f"your line returns a {type(answer).__name__}; it should return a torch.device.")
+            return failed(
+                _("your line returns a {type}; it should return a torch.device.").format(
+                    type=type(answer).__name__
+                )
+            )
         if answer.type != expected:
-            wrong.append(f"on {name} it picks {answer.type!r}, not {expected!r}")
+            wrong.append(
+                _("on {machine} it picks {picked}, not {expected}").format(
+                    machine=translated(name), picked=repr(answer.type), expected=repr(expected)
+                )
+            )
     if wrong:
         return failed(
-            "; ".join(wrong) + ". Ask at run time which accelerator this PyTorch can use, whatever its kind."
+            _("{wrong}. Ask at run time which accelerator this PyTorch can use, whatever its kind.").format(
+                wrong=_("; ").join(wrong)
+            )
         )
-    return passed("your line picks the accelerator on CUDA, MPS and XPU machines, and the CPU without one.")
+    return passed(
+        _("your line picks the accelerator on CUDA, MPS and XPU machines, and the CPU without one.")
+    )
 
 
 def check_hidden_gpu_count(answer: object) -> CheckResult:
     """Check the reader's prediction of device_count() under CUDA_VISIBLE_DEVICES=''."""
     if answer is Ellipsis:
-        return failed("replace ... with the number you expect.")
+        return failed(_("replace ... with the number you expect."))
     value = integral_value(answer)
     if value is None:
-        return failed(whole_number_hint(answer, "a count of devices"))
+        return failed(whole_number_hint(answer, _("a count of devices")))
     if value == 0:
-        return passed("an empty CUDA_VISIBLE_DEVICES hides every GPU, on every machine.")
+        return passed(_("an empty CUDA_VISIBLE_DEVICES hides every GPU, on every machine."))
     return failed(
-        "rerun the probe cell of section 3 and read what device_count() printed in the child process."
+        _("rerun the probe cell of section 3 and read what device_count() printed in the child process.")
     )

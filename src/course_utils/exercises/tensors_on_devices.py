@@ -14,6 +14,7 @@ import torch
 
 from course_utils.devices import best_device
 from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed
+from course_utils.i18n import N_, _, translated
 
 
 def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResult:
@@ -24,51 +25,74 @@ def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResul
     check can see whether the function moves to the CPU even on a machine without a GPU.
     """
     if not callable(to_numpy):
-        return failed("pass your function itself, e.g. check_to_numpy(to_numpy), not its result")
+        return failed(_("pass your function itself, e.g. check_to_numpy(to_numpy), not its result"))
     device = best_device()
     generator = torch.Generator().manual_seed(2)
     leaf = torch.randn(2, 3, generator=generator).to(device).requires_grad_()
     cases = {
-        "a tensor that requires grad": leaf,
-        "a tensor computed from one that requires grad": leaf * 2,
-        "an integer tensor": torch.randint(-50, 50, (4,), generator=generator).to(device),
-        "a single number": torch.tensor(7, device=device),
+        N_("a tensor that requires grad"): leaf,
+        N_("a tensor computed from one that requires grad"): leaf * 2,
+        N_("an integer tensor"): torch.randint(-50, 50, (4,), generator=generator).to(device),
+        N_("a single number"): torch.tensor(7, device=device),
     }
-    for what, tensor in cases.items():
+    for name, tensor in cases.items():
+        what = translated(name)
         outcome = call_reader(to_numpy, tensor)
         if outcome.problem is not None:
-            return failed(f"on {what} your function {outcome.problem}. The message says what to add.")
+            return failed(
+                _("on {what} your function {problem}. The message says what to add.").format(
+                    what=what, problem=outcome.problem
+                )
+            )
         result = outcome.value
         if result is None:
-            return failed(f"on {what} your function returned None: did you forget `return`?")
+            return failed(
+                _("on {what} your function returned None: did you forget `return`?").format(what=what)
+            )
         if not isinstance(result, np.ndarray):
-            return failed(f"on {what} it returned a {type(result).__name__}, not a numpy.ndarray")
+            return failed(
+                _("on {what} it returned a {type}, not a numpy.ndarray").format(
+                    what=what, type=type(result).__name__
+                )
+            )
         expected = tensor.detach().cpu().numpy()
         if result.dtype != expected.dtype:
-            return failed(f"on {what} the array is {result.dtype}, not the tensor's {expected.dtype}")
+            return failed(
+                _("on {what} the array is {dtype}, not the tensor's {expected}").format(
+                    what=what, dtype=result.dtype, expected=expected.dtype
+                )
+            )
         if result.shape != expected.shape or not np.array_equal(result, expected):
-            return failed(f"on {what} the array does not hold the tensor's values")
+            return failed(_("on {what} the array does not hold the tensor's values").format(what=what))
     try:
         to_numpy(torch.ones(2, device="meta"))
     except SystemExit as err:
-        return failed(f"on a meta tensor your function {describe_error(err)}")
+        return failed(_("on a meta tensor your function {problem}").format(problem=describe_error(err)))
     except NotImplementedError:
         pass  # it tried to copy the meta tensor to the CPU: the right move, and meta has no data
     except TypeError as err:
         if "numpy" in str(err):
             return failed(
-                "it works here only because this tensor is on the CPU already: on a GPU tensor it "
-                f"would raise, as it did on a meta tensor: it {describe_error(err)}"
+                _(
+                    "it works here only because this tensor is on the CPU already: on a GPU tensor it "
+                    "would raise, as it did on a meta tensor: it {problem}"
+                ).format(problem=describe_error(err))
             )
         return failed(
-            f"on a meta tensor it {describe_error(err)}: a meta tensor has no values, so the function "
-            "should move it before anything reads them"
+            _(
+                "on a meta tensor it {problem}: a meta tensor has no values, so the function "
+                "should move it before anything reads them"
+            ).format(problem=describe_error(err))
         )
     except Exception as err:
-        return failed(f"on a meta tensor it {describe_error(err)}; it should first move the tensor")
+        return failed(
+            _("on a meta tensor it {problem}; it should first move the tensor").format(
+                problem=describe_error(err)
+            )
+        )
     else:
-        return failed("on a meta tensor (which holds no data) it returned something: what did it convert?")
-    return passed("the values come back as NumPy from tensors with grad and from any device")
+        return failed(_("on a meta tensor (which holds no data) it returned something: what did it convert?"))
+    return passed(_("the values come back as NumPy from tensors with grad and from any device"))
 
 
 def check_add_on_device_of(
@@ -76,7 +100,7 @@ def check_add_on_device_of(
 ) -> CheckResult:
     """Exercise 2: `add_on_device_of(a, b)` returns `a + b` on `a`'s device, wherever `b` is."""
     if not callable(add_on_device_of):
-        return failed("pass your function itself, e.g. check_add_on_device_of(add_on_device_of)")
+        return failed(_("pass your function itself, e.g. check_add_on_device_of(add_on_device_of)"))
     generator = torch.Generator().manual_seed(3)
     pairs = [
         (torch.ones(3, device="meta"), torch.arange(3.0)),
@@ -85,26 +109,50 @@ def check_add_on_device_of(
         (torch.randn(2, 3, generator=generator).to(best_device()), torch.randn(3, generator=generator)),
     ]
     for a, b in pairs:
-        where = f"a on {a.device.type}, b on {b.device.type}"
+        where = _("a on {a}, b on {b}").format(a=a.device.type, b=b.device.type)
         try:
             result = add_on_device_of(a.clone(), b.clone())  # copies: an in-place sum leaves a as it was
         except SystemExit as err:
-            return failed(f"with {where} your function {describe_error(err)}")
+            return failed(
+                _("with {where} your function {problem}").format(where=where, problem=describe_error(err))
+            )
         except RuntimeError as err:
-            return failed(f"with {where} it {describe_error(err)}: which one should move, and where to?")
+            return failed(
+                _("with {where} it {problem}: which one should move, and where to?").format(
+                    where=where, problem=describe_error(err)
+                )
+            )
         except Exception as err:
             return failed(
-                f"with {where} it {describe_error(err)}. The message names the call that failed; "
-                "a + b on a's device needs no other operation than a move"
+                _(
+                    "with {where} it {problem}. The message names the call that failed; "
+                    "a + b on a's device needs no other operation than a move"
+                ).format(where=where, problem=describe_error(err))
             )
         if not isinstance(result, torch.Tensor):
-            return failed(f"with {where} it returned {type(result).__name__}, not a tensor")
+            return failed(
+                _("with {where} it returned {type}, not a tensor").format(
+                    where=where, type=type(result).__name__
+                )
+            )
         if result.device != a.device:
-            return failed(f"with {where} the result is on {result.device}: it should stay on a's device")
+            return failed(
+                _("with {where} the result is on {device}: it should stay on a's device").format(
+                    where=where, device=result.device
+                )
+            )
         if result.shape != a.shape:
-            return failed(f"with {where} the result has shape {tuple(result.shape)}, not {tuple(a.shape)}")
+            return failed(
+                _("with {where} the result has shape {shape}, not {expected}").format(
+                    where=where, shape=tuple(result.shape), expected=tuple(a.shape)
+                )
+            )
         if result.dtype != torch.result_type(a, b):
-            return failed(f"with {where} the result is {result.dtype}, not the sum's dtype")
+            return failed(
+                _("with {where} the result is {dtype}, not the sum's dtype").format(
+                    where=where, dtype=result.dtype
+                )
+            )
         if a.device.type != "meta" and not torch.allclose(result.detach().cpu(), a.cpu() + b.cpu()):
-            return failed(f"with {where} the values are not a + b")
-    return passed("b moves to a's device and the sum stays there")
+            return failed(_("with {where} the values are not a + b").format(where=where))
+    return passed(_("b moves to a's device and the sum stays there"))
