@@ -247,3 +247,20 @@ def test_toggle_refuses_what_it_cannot_use():
         toggle([3], "1", True)
     with pytest.raises(TypeError, match=r"ticked is True \(tick\) or False \(untick\), not 'yes'"):
         toggle([3], 1, "yes")
+
+
+def test_a_chinese_notebook_gets_the_picker_in_chinese(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    assert selection_text(FLEET, []).splitlines() == [
+        "[演示机群（虚构的，不是本机）]",
+        '还没有选择：勾选 GPU，或者选出空闲显存最多的 N 个（CUDA_VISIBLE_DEVICES="" 会隐藏所有 GPU）',
+    ]
+    text = selection_text(FLEET, [3, 6])
+    assert 'CUDA_VISIBLE_DEVICES="3,6"' in text and "(物理编号是 NVML 的编号" in text
+    assert text.splitlines()[-1].startswith("shell 命令：CUDA_DEVICE_ORDER=PCI_BUS_ID")
+    assert "<th" in inventory_html(FLEET) and ">已用显存</th>" in inventory_html(FLEET)
+    assert "或者在 shell 中：" in code_html([3])
+    with pytest.raises(ValueError, match="选择中重复出现了 GPU 3；每个 GPU 只勾选一次。"):
+        check_selection(FLEET, [3, 3])
+    picker = GpuPicker(FLEET)
+    assert picker.pick_button.description == "选出空闲显存最多的 N 个"

@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 import ipywidgets as widgets
 
 from course_utils.gpus import MIB, Inventory, demo_inventory, nvml_inventory, whole_number
+from course_utils.i18n import N_, _, translated
 from course_utils.visible_devices import (
     choose_by_free_memory,
     mapping_lines,
@@ -24,9 +25,9 @@ from course_utils.visible_devices import (
     visible_devices_value,
 )
 
-DEMO_LABEL = "DEMO FLEET (made up, not this machine)"
-NOTHING_SELECTED = "nothing selected yet: tick GPUs, or pick the N with most free memory"
-ORDER_NOTE = (
+DEMO_LABEL = N_("DEMO FLEET (made up, not this machine)")
+NOTHING_SELECTED = N_("nothing selected yet: tick GPUs, or pick the N with most free memory")
+ORDER_NOTE = N_(
     "physical ids are NVML's, in PCI bus order as nvidia-smi numbers them: they name these GPUs "
     "when CUDA_DEVICE_ORDER=PCI_BUS_ID is set, as the suggested lines do"
 )
@@ -52,19 +53,29 @@ def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]
     if isinstance(selection, str | bytes | AbstractSet | Mapping) or not isinstance(selection, Iterable):
         raise TypeError(f"the selection is a list of physical GPU numbers such as [3, 6], not {selection!r}.")
     count = len(inventory.gpus)
-    valid = f"physical GPUs are numbered 0-{count - 1}" if count else "the inventory has no GPU"
+    valid = (
+        _("physical GPUs are numbered 0-{last}").format(last=count - 1)
+        if count
+        else _("the inventory has no GPU")
+    )
     chosen: list[int] = []
     for item in selection:
         try:
             index = whole_number(item, "a GPU number")
         except ValueError:
             raise ValueError(
-                f"the selection holds physical GPU numbers (ints), not {item!r}; {valid}."
+                _("the selection holds physical GPU numbers (ints), not {item!r}; {valid}.").format(
+                    item=item, valid=valid
+                )
             ) from None
         if not 0 <= index < count:
-            raise ValueError(f"the selection names GPU {index}, but there is no GPU {index}; {valid}.")
+            raise ValueError(
+                _("the selection names GPU {index}, but there is no GPU {index}; {valid}.").format(
+                    index=index, valid=valid
+                )
+            )
         if index in chosen:
-            raise ValueError(f"the selection repeats GPU {index}; tick each GPU once.")
+            raise ValueError(_("the selection repeats GPU {index}; tick each GPU once.").format(index=index))
         chosen.append(index)
     return chosen
 
@@ -82,8 +93,8 @@ def source_label(inventory: Inventory) -> str:
     """What the reader is looking at: the demo fleet (said loudly) or this machine's GPUs via NVML."""
     _check_inventory(inventory)
     if inventory.source == "demo":
-        return DEMO_LABEL
-    return f"this machine's GPUs (NVML, driver {inventory.driver_version or '?'})"
+        return translated(DEMO_LABEL)
+    return _("this machine's GPUs (NVML, driver {driver})").format(driver=inventory.driver_version or "?")
 
 
 def selection_text(inventory: Inventory, selection: Sequence[int]) -> str:
@@ -95,10 +106,17 @@ def selection_text(inventory: Inventory, selection: Sequence[int]) -> str:
     chosen = check_selection(inventory, selection)
     lines = [f"[{source_label(inventory)}]"]
     if not chosen:
-        return "\n".join([*lines, f'{NOTHING_SELECTED} (CUDA_VISIBLE_DEVICES="" would hide every GPU)'])
+        hint = _('{nothing} (CUDA_VISIBLE_DEVICES="" would hide every GPU)').format(
+            nothing=translated(NOTHING_SELECTED)
+        )
+        return "\n".join([*lines, hint])
     value = visible_devices_value(chosen)
-    lines += [f'CUDA_VISIBLE_DEVICES="{value}"', *mapping_lines(value, inventory), f"({ORDER_NOTE})"]
-    lines.append(f"shell: {shell_command(value)}")
+    lines += [
+        f'CUDA_VISIBLE_DEVICES="{value}"',
+        *mapping_lines(value, inventory),
+        f"({translated(ORDER_NOTE)})",
+    ]
+    lines.append(_("shell: {command}").format(command=shell_command(value)))
     return "\n".join(lines)
 
 
@@ -117,12 +135,20 @@ def inventory_html(inventory: Inventory, selection: Sequence[int] = ()) -> str:
     """The inventory as an HTML table with memory bars; selected rows show their logical id."""
     selection = check_selection(inventory, selection)
     if not inventory.gpus:
-        why = html.escape(inventory.reason or "NVML found no NVIDIA GPU.")
-        return f'<div class="gpu-picker-empty">No GPU to list. {why}</div>'
+        why = html.escape(inventory.reason or _("NVML found no NVIDIA GPU."))
+        return f'<div class="gpu-picker-empty">{_("No GPU to list. {why}").format(why=why)}</div>'
     logical = {physical: k for k, physical in enumerate(selection)}
     label = html.escape(source_label(inventory))
     style = "color:#b00;font-weight:bold" if inventory.source == "demo" else "font-weight:bold"
-    headers = ["GPU", "name", "bus id", "memory used", "free", "processes", "in your process"]
+    headers = [
+        "GPU",
+        _("name"),
+        _("bus id"),
+        _("memory used"),
+        _("free"),
+        _("processes"),
+        _("in your process"),
+    ]
     rows = [
         f'<div class="gpu-picker-source" style="{style}">{label}</div>',
         '<table class="gpu-picker-table" style="border-collapse:collapse">',
@@ -130,13 +156,13 @@ def inventory_html(inventory: Inventory, selection: Sequence[int] = ()) -> str:
     ]
     for gpu in inventory.gpus:
         if gpu.memory_total is None or gpu.memory_used is None or gpu.memory_free is None:
-            memory, free = "unknown", "unknown"
+            memory, free = _("unknown"), _("unknown")
         else:
             used = gpu.memory_used / gpu.memory_total if gpu.memory_total else 0.0
             memory = f"{_bar(used)} {gpu.memory_used // MIB} / {gpu.memory_total // MIB} MiB"
             free = f"{gpu.memory_free // MIB} MiB"
-        processes = "unknown" if gpu.processes is None else str(len(gpu.processes))
-        seen = f"cuda:{logical[gpu.index]}" if gpu.index in logical else "hidden"
+        processes = _("unknown") if gpu.processes is None else str(len(gpu.processes))
+        seen = f"cuda:{logical[gpu.index]}" if gpu.index in logical else _("hidden")
         name, bus = html.escape(gpu.name), html.escape(gpu.pci_bus_id)
         cells = "".join(
             f'<td style="{_CELL}">{c}</td>' for c in (gpu.index, name, bus, memory, free, processes, seen)
@@ -153,7 +179,7 @@ def value_html(selection: Sequence[int]) -> str:
     With nothing selected: a hint, not `CUDA_VISIBLE_DEVICES=""` (which would hide every GPU).
     """
     if not selection:
-        return f'<i class="gpu-picker-value-text">{html.escape(NOTHING_SELECTED)}</i>'
+        return f'<i class="gpu-picker-value-text">{html.escape(translated(NOTHING_SELECTED))}</i>'
     value = visible_devices_value(selection)
     return f'<code class="gpu-picker-value-text">CUDA_VISIBLE_DEVICES="{value}"</code>'
 
@@ -163,18 +189,18 @@ def mapping_html(inventory: Inventory, selection: Sequence[int]) -> str:
     if not selection:
         return ""
     lines = mapping_lines(visible_devices_value(selection), inventory)
-    note = f'<br><small class="gpu-picker-order-note">({html.escape(ORDER_NOTE)})</small>'
+    note = f'<br><small class="gpu-picker-order-note">({html.escape(translated(ORDER_NOTE))})</small>'
     return "<br>".join(html.escape(line) for line in lines) + note
 
 
 def code_html(selection: Sequence[int]) -> str:
     """The lines for the top of a script and the shell line, as HTML; a hint when nothing is selected."""
     if not selection:
-        return "<i>the lines for the top of your script appear here once GPUs are selected</i>"
+        return f"<i>{_('the lines for the top of your script appear here once GPUs are selected')}</i>"
     value = visible_devices_value(selection)
     return (
         f"<pre>{html.escape(script_header(value))}</pre>"
-        f"<div>or in the shell:</div><pre>{html.escape(shell_command(value))}</pre>"
+        f"<div>{_('or in the shell:')}</div><pre>{html.escape(shell_command(value))}</pre>"
     )
 
 
@@ -196,10 +222,12 @@ class GpuPicker:
         if inventory is None:
             inventory = nvml_inventory()
             if not inventory.gpus:
-                self.note = f"No GPU here ({inventory.reason or 'NVML found none'}); showing the demo fleet."
+                self.note = _("No GPU here ({reason}); showing the demo fleet.").format(
+                    reason=inventory.reason or _("NVML found none")
+                )
                 inventory = demo_inventory()
         if not inventory.gpus:
-            raise ValueError("the inventory has no GPU to pick from; pass demo_inventory() to practise.")
+            raise ValueError(_("the inventory has no GPU to pick from; pass demo_inventory() to practise."))
         self.inventory = inventory
         self.selection: list[int] = []
         self._syncing = False
@@ -216,7 +244,7 @@ class GpuPicker:
         self.n_input = widgets.BoundedIntText(value=1, min=1, max=max(1, known), description="N:")
         self.n_input.add_class("gpu-picker-n")
         self.pick_button = widgets.Button(
-            description="Pick the N with most free memory", layout=widgets.Layout(width="auto")
+            description=_("Pick the N with most free memory"), layout=widgets.Layout(width="auto")
         )
         self.pick_button.add_class("gpu-picker-pick")
         self.pick_button.on_click(self._on_pick)

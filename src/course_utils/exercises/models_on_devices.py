@@ -17,6 +17,7 @@ from torch import nn
 from course_utils.checkpoints import save_with_location
 from course_utils.devices import best_device, module_devices
 from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed
+from course_utils.i18n import N_, _, translated
 
 
 def check_prepare_batch(
@@ -29,46 +30,79 @@ def check_prepare_batch(
     (N,) on `device`, for any N (the last batch of an epoch is often smaller).
     """
     if not callable(prepare_batch):
-        return failed("pass your function itself, e.g. check_prepare_batch(prepare_batch)")
+        return failed(_("pass your function itself, e.g. check_prepare_batch(prepare_batch)"))
     generator = torch.Generator().manual_seed(0)
     for device in (torch.device("meta"), best_device()):
         for n in (4, 3, 1):
             images = torch.randint(0, 256, (n, 1, 4, 4), dtype=torch.uint8, generator=generator)
             labels = torch.randint(0, 10, (n, 1), dtype=torch.int32, generator=generator)
-            where = f"a batch of {n} sent to {device.type}"
+            where = _("a batch of {n} sent to {device}").format(n=n, device=device.type)
             outcome = call_reader(prepare_batch, images.clone(), labels.clone(), device)
             if outcome.problem is not None:
                 return failed(
-                    f"for {where} your function {outcome.problem}. It must work for any batch size, "
-                    "and on meta, whose tensors have no values to read"
+                    _(
+                        "for {where} your function {problem}. It must work for any batch size, "
+                        "and on meta, whose tensors have no values to read"
+                    ).format(where=where, problem=outcome.problem)
                 )
             out = outcome.value
             if not isinstance(out, tuple | list) or len(out) != 2:
-                got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
-                return failed(f"for {where} it should return (images, labels); it returned {got}")
+                got = (
+                    _("None: did you forget `return`?")
+                    if out is None
+                    else _("a {type}").format(type=type(out).__name__)
+                )
+                return failed(
+                    _("for {where} it should return (images, labels); it returned {got}").format(
+                        where=where, got=got
+                    )
+                )
             out_images, out_labels = out
             for name, tensor, dtype in (
-                ("images", out_images, torch.float32),
-                ("labels", out_labels, torch.int64),
+                (N_("images"), out_images, torch.float32),
+                (N_("labels"), out_labels, torch.int64),
             ):
+                what = translated(name)
                 if not isinstance(tensor, torch.Tensor):
-                    return failed(f"for {where} the {name} are a {type(tensor).__name__}, not a tensor")
+                    return failed(
+                        _("for {where} the {name} are a {type}, not a tensor").format(
+                            where=where, name=what, type=type(tensor).__name__
+                        )
+                    )
                 if tensor.device != device:
-                    return failed(f"for {where} the {name} are on {tensor.device}, not on the device given")
+                    return failed(
+                        _("for {where} the {name} are on {device}, not on the device given").format(
+                            where=where, name=what, device=tensor.device
+                        )
+                    )
                 if tensor.dtype != dtype:
-                    return failed(f"for {where} the {name} are {tensor.dtype}; the loss wants {dtype}")
+                    return failed(
+                        _("for {where} the {name} are {dtype}; the loss wants {wanted}").format(
+                            where=where, name=what, dtype=tensor.dtype, wanted=dtype
+                        )
+                    )
             if out_images.shape != images.shape:
-                return failed(f"for {where} the images changed shape to {tuple(out_images.shape)}")
+                return failed(
+                    _("for {where} the images changed shape to {shape}").format(
+                        where=where, shape=tuple(out_images.shape)
+                    )
+                )
             if out_labels.shape != (n,):
                 return failed(
-                    f"for {where} the labels have shape {tuple(out_labels.shape)}; cross_entropy wants ({n},)"
+                    _("for {where} the labels have shape {shape}; cross_entropy wants ({n},)").format(
+                        where=where, shape=tuple(out_labels.shape), n=n
+                    )
                 )
             if device.type != "meta":
                 if not torch.equal(out_images.cpu(), images.float()):
-                    return failed(f"for {where} the image values changed: convert, do not rescale")
+                    return failed(
+                        _("for {where} the image values changed: convert, do not rescale").format(where=where)
+                    )
                 if not torch.equal(out_labels.cpu(), labels.long().view(-1)):
-                    return failed(f"for {where} the label values are not the labels given")
-    return passed("one call per tensor moves and converts it, and any batch size works")
+                    return failed(
+                        _("for {where} the label values are not the labels given").format(where=where)
+                    )
+    return passed(_("one call per tensor moves and converts it, and any batch size works"))
 
 
 def check_model_and_optimizer(
@@ -81,12 +115,14 @@ def check_model_and_optimizer(
     this machine's best device, so a device written into the function does not pass.
     """
     if not callable(make_model_and_optimizer):
-        return failed("pass your function itself, e.g. check_model_and_optimizer(make_model_and_optimizer)")
+        return failed(
+            _("pass your function itself, e.g. check_model_and_optimizer(make_model_and_optimizer)")
+        )
     for device in (torch.device("meta"), best_device()):
         verdict = _model_and_optimizer_on(make_model_and_optimizer, device)
         if verdict is not None:
             return verdict
-    return passed("the model is on the device and the optimizer updates the very tensors it uses")
+    return passed(_("the model is on the device and the optimizer updates the very tensors it uses"))
 
 
 def _model_and_optimizer_on(
@@ -97,34 +133,47 @@ def _model_and_optimizer_on(
     outcome = call_reader(make_model_and_optimizer, device)
     if outcome.problem is not None:
         return failed(
-            f"make_model_and_optimizer(torch.device({device.type!r})) {outcome.problem}. On meta, "
-            "tensors have shapes but no values: nothing may read them"
+            _(
+                "make_model_and_optimizer(torch.device({device!r})) {problem}. On meta, "
+                "tensors have shapes but no values: nothing may read them"
+            ).format(device=device.type, problem=outcome.problem)
         )
     out = outcome.value
     if not isinstance(out, tuple | list) or len(out) != 2:
-        got = "None: did you forget `return`?" if out is None else f"a {type(out).__name__}"
-        return failed(f"it should return (model, optimizer); it returned {got}")
+        got = (
+            _("None: did you forget `return`?")
+            if out is None
+            else _("a {type}").format(type=type(out).__name__)
+        )
+        return failed(_("it should return (model, optimizer); it returned {got}").format(got=got))
     model, optimizer = out
     if not isinstance(model, nn.Module):
-        return failed(f"the first thing returned is a {type(model).__name__}, not an nn.Module")
+        return failed(
+            _("the first thing returned is a {type}, not an nn.Module").format(type=type(model).__name__)
+        )
     if not isinstance(optimizer, torch.optim.Optimizer):
         return failed(
-            f"the second thing returned is a {type(optimizer).__name__}, not a torch.optim optimizer"
+            _("the second thing returned is a {type}, not a torch.optim optimizer").format(
+                type=type(optimizer).__name__
+            )
         )
     if not list(model.parameters()):
-        return failed("the model has no parameters: build one with at least one layer")
+        return failed(_("the model has no parameters: build one with at least one layer"))
     devices = module_devices(model)
     if devices != {device}:
         return failed(
-            f"for {device.type} the model's parameters are on {sorted(map(str, devices))}, not all on "
-            "the device given"
+            _("for {device} the model's parameters are on {devices}, not all on the device given").format(
+                device=device.type, devices=sorted(map(str, devices))
+            )
         )
     in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
     in_model = {id(p) for p in model.parameters()}
     if in_optimizer != in_model:
         return failed(
-            "the optimizer does not hold the model's current parameters: look at when it is created "
-            "compared with the move"
+            _(
+                "the optimizer does not hold the model's current parameters: look at when it is created "
+                "compared with the move"
+            )
         )
     return None
 
@@ -133,13 +182,15 @@ def _load_hint(err: BaseException) -> str:
     """A hint for an error raised while loading the exercise's checkpoint, not the fix itself."""
     message = str(err)
     if "Unexpected key(s)" in message or "Missing key(s)" in message:
-        return (
+        return _(
             ". Compare the checkpoint's key names with the model's: the file was saved from "
             "nn.DataParallel, which puts a `module.` prefix on every key"
         )
     if "deserialize object on a CUDA device" in message:
-        return ". The file was saved on a GPU: torch.load must be told where this machine wants the tensors"
-    return ". Read the message: it says which step failed"
+        return _(
+            ". The file was saved on a GPU: torch.load must be told where this machine wants the tensors"
+        )
+    return _(". Read the message: it says which step failed")
 
 
 class _Net(nn.Module):
@@ -167,7 +218,7 @@ def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object])
     machine's best device and compares the weights.
     """
     if not callable(load_weights):
-        return failed("pass your function itself, e.g. check_load_gpu_checkpoint(load_weights)")
+        return failed(_("pass your function itself, e.g. check_load_gpu_checkpoint(load_weights)"))
     trained = exercise_model()
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     with torch.no_grad():  # weights no seed in the reader's code can rebuild
@@ -183,17 +234,27 @@ def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object])
         try:
             returned = load_weights(model, path)
         except (Exception, SystemExit) as err:
-            return failed(f"load_weights {describe_error(err)}{_load_hint(err)}")
+            return failed(
+                _("load_weights {error}{hint}").format(error=describe_error(err), hint=_load_hint(err))
+            )
     if list(model.state_dict()) != names:
-        return failed("after your function the model has other parameters: load into it, do not replace them")
+        return failed(
+            _("after your function the model has other parameters: load into it, do not replace them")
+        )
     if isinstance(returned, nn.Module) and returned is not model:
         return failed(
-            "your function returns another model; the check looks at the one it was given: load the "
-            "weights into that one"
+            _(
+                "your function returns another model; the check looks at the one it was given: load the "
+                "weights into that one"
+            )
         )
     if module_devices(model) != {device}:
-        return failed("after loading, the model's parameters are not all on the device the model was on")
+        return failed(_("after loading, the model's parameters are not all on the device the model was on"))
     for (name, got), want in zip(model.state_dict().items(), expected, strict=True):
         if got.is_meta or got.shape != want.shape or not torch.equal(got.detach().cpu(), want):
-            return failed(f"the model's {name} does not hold the saved weights: was the state_dict loaded?")
-    return passed("the GPU checkpoint loads on this machine and the module. prefix is gone")
+            return failed(
+                _("the model's {name} does not hold the saved weights: was the state_dict loaded?").format(
+                    name=name
+                )
+            )
+    return passed(_("the GPU checkpoint loads on this machine and the module. prefix is gone"))
