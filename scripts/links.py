@@ -76,9 +76,12 @@ class Repository:
         return f"https://mybinder.org/v2/gh/{self.owner}/{self.name}/HEAD?labpath=notebooks%2F{notebook}"
 
     def badge(self, notebook: str) -> str:
-        """The markdown line of `notebook`'s launch buttons: Colab, Kaggle from notebook 05 on, Studio Lab."""
+        """The markdown line of `notebook`'s launch buttons: Colab, Kaggle from notebook 05 on, Studio Lab.
+
+        `notebook` is its path under notebooks/: `05_data_parallel.ipynb`, `zh-CN/05_data_parallel.ipynb`.
+        """
         buttons = [f"[![Open In Colab]({COLAB_BADGE})]({self.colab(notebook)})"]
-        if int(notebook[:2]) >= KAGGLE_FROM:
+        if int(Path(notebook).name[:2]) >= KAGGLE_FROM:
             buttons.append(f"[![Open In Kaggle]({KAGGLE_BADGE})]({self.kaggle(notebook)})")
         buttons.append(f"[![Open In SageMaker Studio Lab]({STUDIO_LAB_BADGE})]({self.studio_lab(notebook)})")
         return " ".join(buttons)

@@ -205,8 +205,16 @@ def notebook_entries(english: Path) -> list[tuple[str | None, str, str]]:
 
 def message_calls(path: Path) -> Iterator[tuple[int, str | None]]:
     """(line, English) of each `_(...)` or `N_(...)` call in a module; None where it is not one literal."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("_", "N_"):
+    nodes = sorted(
+        (
+            node
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call)
+        ),
+        key=lambda node: (node.lineno, node.col_offset),
+    )
+    for node in nodes:
+        if isinstance(node.func, ast.Name) and node.func.id in ("_", "N_"):
             literal = (
                 node.args[0].value
                 if len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Constant)

@@ -49,7 +49,21 @@ MACHINE_PATH = re.compile(
         ]
     )
 )
-WHAT_YOU_NEED = re.compile(r"^## What you need\s*$(?P<body>.*?)(?=^#|\Z)", re.MULTILINE | re.DOTALL)
+# The headings every notebook has, and the first words of its "What you need" answer, per edition.
+HEADINGS = {
+    "en": {
+        "learn": "## What you will learn",
+        "need": "## What you need",
+        "answer": "Nothing but a CPU",
+        "sections": ("## Summary", "## Exercises"),
+    },
+    "zh-CN": {
+        "learn": "## 你将学到",
+        "need": "## 你需要",
+        "answer": "只需要 CPU",
+        "sections": ("## 小结", "## 练习"),
+    },
+}
 
 
 def _source(cell: dict) -> str:
@@ -66,8 +80,13 @@ def _output_text(output: dict) -> str:
     return text + output.get("evalue", "")
 
 
-def notebook_problems(nb: dict, name: str, readme: str) -> list[str]:
-    """Everything wrong with one notebook's committed form, as readable sentences."""
+def notebook_problems(nb: dict, name: str, readme: str, language: str = "en") -> list[str]:
+    """Everything wrong with one notebook's committed form, as readable sentences.
+
+    `language` is the notebook's edition, whose headings it must have (HEADINGS); `readme` is that
+    edition's README, whose table must list it.
+    """
+    words = HEADINGS[language]
     problems: list[str] = []
     cells = nb.get("cells", [])
     code = [c for c in cells if c.get("cell_type") == "code"]
@@ -77,15 +96,17 @@ def notebook_problems(nb: dict, name: str, readme: str) -> list[str]:
         first = _source(cells[0])
         if not re.match(r"#\s+\S", first):
             problems.append("the first cell does not start with a '# ' title")
-        if "## What you will learn" not in first:
-            problems.append("the first cell has no '## What you will learn' section")
-        need = WHAT_YOU_NEED.search(first)
+        if words["learn"] not in first:
+            problems.append(f"the first cell has no '{words['learn']}' section")
+        need = re.search(
+            rf"^{re.escape(words['need'])}\s*$(?P<body>.*?)(?=^#|\Z)", first, re.MULTILINE | re.DOTALL
+        )
         if need is None:
-            problems.append("the first cell has no '## What you need' section")
-        elif not need["body"].strip().lower().startswith("nothing but a cpu"):
-            problems.append("the '## What you need' section does not answer 'Nothing but a CPU.'")
+            problems.append(f"the first cell has no '{words['need']}' section")
+        elif not need["body"].strip().lower().startswith(words["answer"].lower()):
+            problems.append(f"the '{words['need']}' section does not answer '{words['answer']}.'")
     headings = "\n".join(_source(c) for c in cells if c.get("cell_type") == "markdown")
-    for section in ("## Summary", "## Exercises"):
+    for section in words["sections"]:
         if section not in headings:
             problems.append(f"no '{section}' section")
 

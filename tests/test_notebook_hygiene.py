@@ -19,6 +19,8 @@ from notebook_hygiene import (
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+CHINESE = sorted((ROOT / "notebooks" / "zh-CN").glob("[0-9][0-9]_*.ipynb"))
+README_ZH = ROOT / "README.zh-CN.md"
 
 
 def test_there_are_notebooks():
@@ -29,6 +31,19 @@ def test_there_are_notebooks():
 def test_notebook_is_clean(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
     assert notebook_problems(nb, path.name, README) == []
+
+
+@pytest.mark.parametrize("path", CHINESE, ids=lambda p: f"zh-CN/{p.name}")
+def test_chinese_notebook_is_clean(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert notebook_problems(nb, path.name, README_ZH.read_text(encoding="utf-8"), "zh-CN") == []
+
+
+def test_the_checker_wants_each_edition_s_own_headings():
+    nb = json.loads(NOTEBOOKS[0].read_text(encoding="utf-8"))
+    problems = notebook_problems(nb, NOTEBOOKS[0].name, README, "zh-CN")
+    assert "the first cell has no '## 你将学到' section" in problems
+    assert "no '## 小结' section" in problems
 
 
 def test_readme_lists_notebooks_in_order():

@@ -1,0 +1,230 @@
+"""The Chinese edition: complete, current and built; and the tools that keep it so catch what they must."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import polib
+import pytest
+from links import notebook_text
+from notebook_hygiene import ROOT
+
+import translations
+
+
+def test_the_glossary_pages_list_the_same_terms_in_the_same_order():
+    def terms(page: str) -> list[str]:
+        rows = [
+            line for line in (ROOT / page).read_text(encoding="utf-8").splitlines() if line.startswith("| ")
+        ]
+        return [row.split("|")[1].strip() for row in rows[1:]]
+
+    english, chinese = terms("docs/glossary.md"), terms("docs/zh-CN/glossary.md")
+    assert len(english) >= 80 and english == chinese
+
+
+# The tools, on a small course of one notebook in tmp_path.
+TITLE = "# 01 · Tiny\n\n[![Open In Colab](https://colab.example/badge.svg)](https://x)\n\nSome words."
+CODE = 'x = torch.ones(2, device="meta")  # a tensor without data\nprint(f"shape: {x.shape}")'
+PLAIN = "y = x + 1"
+
+
+def tiny_notebook() -> dict:
+    cells = [
+        {"cell_type": "markdown", "id": "title", "metadata": {}, "source": TITLE},
+        {
+            "cell_type": "code",
+            "id": "course-setup",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": 1,
+            "source": "# Set-up",
+        },
+        {"cell_type": "markdown", "id": "words", "metadata": {}, "source": "Run it."},
+        {
+            "cell_type": "code",
+            "id": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": 2,
+            "source": CODE,
+        },
+        {
+            "cell_type": "code",
+            "id": "plain",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": 3,
+            "source": PLAIN,
+        },
+    ]
+    return {"cells": cells, "metadata": {"course": {"budget_s": 5}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.fixture
+def course(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "notebooks" / "01_tiny.ipynb").write_text(notebook_text(tiny_notebook()), encoding="utf-8")
+    translations.update(tmp_path)
+    return tmp_path
+
+
+def fill(course, chinese: dict[str, str]) -> None:
+    path = course / "translations" / "zh-CN" / "01_tiny.po"
+    po = polib.pofile(str(path), wrapwidth=0)
+    for entry in po:
+        if entry.msgctxt in chinese:
+            entry.msgstr = chinese[entry.msgctxt]
+            if "fuzzy" in entry.flags:
+                entry.flags.remove("fuzzy")
+    po.save()
+
+
+GOOD = {
+    "title": "# 01 · 小例子\n\n一些话。",
+    "words": "运行它。",
+    "code": 'x = torch.ones(2, device="meta")  # 没有数据的张量\nprint(f"形状：{x.shape}")',
+}
+
+
+def problems(course) -> list[str]:
+    return translations.notebook_problems(course / "notebooks" / "01_tiny.ipynb", course)
+
+
+def test_units_are_the_cells_with_words_and_the_title_loses_its_buttons(course):
+    po = polib.pofile(str(course / "translations" / "zh-CN" / "01_tiny.po"))
+    assert [e.msgctxt for e in po] == ["title", "words", "code"]  # not the set-up cell, not `plain`
+    assert "Open In Colab" not in po[0].msgid
+
+
+def test_untranslated_units_are_named_by_notebook_and_cell(course):
+    assert problems(course) == [
+        f"01_tiny.ipynb {kind} cell {n} (id {cell}): not translated"
+        for kind, n, cell in [("markdown", 1, "title"), ("markdown", 3, "words"), ("code", 4, "code")]
+    ]
+
+
+def test_a_complete_translation_builds_the_chinese_notebook_with_its_own_buttons_and_set_up(course):
+    fill(course, GOOD)
+    assert problems(course) == [
+        "notebooks/zh-CN/01_tiny.ipynb: missing: run `python3 course.py translate build`, then regenerate it"
+    ]
+    written, failed = translations.build(course)
+    assert failed == [] and written == ["notebooks/zh-CN/01_tiny.ipynb: written, 3 code cells to run"]
+    built = json.loads((course / "notebooks" / "zh-CN" / "01_tiny.ipynb").read_text(encoding="utf-8"))
+    sources = ["".join(c["source"]) for c in built["cells"]]
+    assert "notebooks/zh-CN/01_tiny.ipynb" in sources[0] and sources[0].startswith("# 01 · 小例子\n")
+    assert 'os.environ["COURSE_LANGUAGE"] = "zh-CN"' in sources[1]
+    assert sources[2:] == [GOOD["words"], GOOD["code"], PLAIN]
+    assert [c["id"] for c in built["cells"]] == [c["id"] for c in tiny_notebook()["cells"]]
+    assert problems(course) == [
+        "notebooks/zh-CN/01_tiny.ipynb: has cells that never ran: run `python3 "
+        "course.py regenerate notebooks/zh-CN/01_tiny.ipynb`"
+    ]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # a number, an expression in an f-string, a line added, another call
+        'x = torch.ones(3, device="meta")  # 没有数据的张量\nprint(f"形状：{x.shape}")',
+        'x = torch.ones(2, device="meta")  # 没有数据的张量\nprint(f"形状：{x.size()}")',
+        'x = torch.ones(2, device="meta")\ny = 1  # 没有数据的张量\nprint(f"形状：{x.shape}")',
+        'x = torch.zeros(2, device="meta")  # 没有数据的张量\nprint(f"形状：{x.shape}")',
+    ],
+)
+def test_a_translation_that_changes_the_code_is_caught(course, code):
+    fill(course, {**GOOD, "code": code})
+    (found,) = problems(course)
+    assert found.startswith("01_tiny.ipynb code cell 4 (id code): its code is not the English code")
+
+
+def test_a_copied_english_text_is_caught(course):
+    fill(course, {**GOOD, "words": "Run it."})
+    assert problems(course) == [
+        "01_tiny.ipynb markdown cell 3 (id words): the translation has no Chinese in it"
+    ]
+
+
+def test_a_change_to_the_english_makes_the_unit_stale_and_update_shows_the_old_english(course):
+    fill(course, GOOD)
+    translations.build(course)
+    path = course / "notebooks" / "01_tiny.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["cells"][2]["source"] = "Run it twice."
+    path.write_text(notebook_text(nb), encoding="utf-8")
+    assert problems(course) == [
+        "01_tiny.ipynb markdown cell 3 (id words): the English changed since it was translated; "
+        "retranslate it in translations/zh-CN/01_tiny.po (`translate update` shows the old English as "
+        "#| msgid)"
+    ]
+    translations.update(course)
+    (entry,) = [
+        e for e in polib.pofile(str(course / "translations/zh-CN/01_tiny.po")) if e.msgctxt == "words"
+    ]
+    assert entry.fuzzy and entry.previous_msgid == "Run it." and entry.msgid == "Run it twice."
+    assert entry.msgstr == "运行它。"  # kept, for the translator to correct
+    _, failed = translations.build(course)
+    assert failed and "markdown cell 3 (id words)" in failed[0]
+
+
+def test_a_hand_edit_of_the_chinese_notebook_is_caught(course):
+    fill(course, GOOD)
+    translations.build(course)
+    path = course / "notebooks" / "zh-CN" / "01_tiny.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["cells"][2]["source"] = "运行它，快。"
+    for cell in nb["cells"]:
+        cell["execution_count"] = cell.get("execution_count") or 1
+    path.write_text(notebook_text(nb), encoding="utf-8")
+    assert problems(course) == [
+        "notebooks/zh-CN/01_tiny.ipynb: not built from the current translation: run `python3 course.py "
+        "translate build`"
+    ]
+
+
+def test_english_of_maps_both_editions_and_nothing_else(course):
+    english = course / "notebooks" / "01_tiny.ipynb"
+    assert translations.english_of(english, course) == english
+    assert translations.english_of(course / "notebooks" / "zh-CN" / "01_tiny.ipynb", course) == english
+    assert translations.english_of(course / "pyproject.toml", course) is None
+
+
+def test_messages_must_be_literal_translated_and_keep_their_fields(tmp_path):
+    package, messages = tmp_path / "pkg", tmp_path / "locale"
+    package.mkdir()
+    messages.mkdir()
+    (package / "m.py").write_text(
+        "from course_utils.i18n import _, N_\n"
+        'A = N_("a constant")\n'
+        "def f(n, what):\n"
+        '    return _("{n} ranks ran") + _(f"{what}") + _("left")\n',
+        encoding="utf-8",
+    )
+    po = translations.load_po(messages / "m.po")
+    po.append(polib.POEntry(msgid="a constant", msgstr="一个常量"))
+    po.append(polib.POEntry(msgid="{n} ranks ran", msgstr="运行了 {count} 个 rank"))
+    po.append(polib.POEntry(msgid="left", msgstr="left"))
+    po.append(polib.POEntry(msgid="gone", msgstr="没了"))
+    po.save(str(messages / "m.po"))
+    (messages / "other.po").write_text("", encoding="utf-8")
+    found = translations.message_problems(package, messages)
+    assert found == [
+        "course_utils.m, line 4: _() takes one string literal (put values in with .format() after it), "
+        "or the message cannot be translated",
+        "m:4: the translation's fields ['{count}'] are not the English's ['{n}']",
+        "m:4: the translation has no Chinese in it: 'left'",
+        "m.po: 'gone' is no longer in the code",
+        "other.po: no module course_utils.other marks messages",
+    ]
+
+
+def test_the_chinese_code_of_a_real_cell_passes_and_a_changed_constant_does_not():
+    english = 'print("bytes:", 4 * 1024)  # four KiB'
+    assert translations.code_difference(english, 'print("字节数：", 4 * 1024)  # 4 KiB') is None
+    assert translations.code_difference(english, 'print("字节数：", 4 * 1000)') is not None
+    assert translations.code_difference(english, 'print("字节数："  4 * 1024)').startswith(
+        "the translation is not valid Python"
+    )
