@@ -32,7 +32,7 @@ BADGE_LINE = re.compile(r"^\[!\[Open In Colab\]\(.*$\n?", re.MULTILINE)
 SETUP_MARKER = "# Set-up for Colab, Kaggle and Studio Lab"
 SETUP_CELL_ID = "course-setup"
 # Text files that may link to the repository; notebooks are handled cell by cell.
-TEXT_FILES = ("pyproject.toml", "README.md", "CONTRIBUTING.md")
+TEXT_FILES = ("pyproject.toml", "README.md", "README.zh-CN.md", "CONTRIBUTING.md")
 EDITIONS = {"en": "", "zh-CN": "zh-CN/"}  # each edition's language and its folder under notebooks/
 TRANSLATIONS = "translations"  # translations/<language>/NN_name.po: the text of the editions but English
 # The forms in which the course links to its own repository: Binder, Colab, clone and pip-from-git.

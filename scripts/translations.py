@@ -11,7 +11,8 @@ live in translations/zh-CN/NN_name.po, keyed by cell id (msgctxt), with the Engl
 translate as msgid, so a change to the English shows as a stale unit that names its cell. The
 set-up cell and the launch buttons are not units: scripts/links.py writes them for each edition.
 The messages that course_utils prints (marked `_()`) live in src/course_utils/locale/zh_CN/, one
-.po file per module. Any PO editor (Poedit, Weblate, a text editor) edits both.
+.po file per module. Any PO editor (Poedit, Weblate, a text editor) edits both. The Chinese pages
+(README.zh-CN.md, docs/zh-CN/) record the sha256 of the English page they translate in their first line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import hashlib
 import io
 import json
 import re
@@ -442,12 +444,48 @@ def message_problems(package: Path = PACKAGE, messages: Path = MESSAGES) -> list
     return problems
 
 
+# The Chinese pages that translate a whole English page, and that page.
+PAGES = {
+    "README.zh-CN.md": "README.md",
+    "docs/zh-CN/seeds.md": "docs/seeds.md",
+    "docs/zh-CN/glossary.md": "docs/glossary.md",
+}
+PAGE_MARK = re.compile(
+    r"^<!-- translated from (?P<page>\S+) at sha256 (?P<digest>[0-9a-f]{12}) -->$", re.MULTILINE
+)
+
+
+def page_digest(path: Path) -> str:
+    """The short sha256 of a page, which its translation records."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def page_problems(root: Path = ROOT) -> list[str]:
+    """Chinese pages that are missing, or whose English changed since they were translated."""
+    problems = []
+    for chinese, english in PAGES.items():
+        if not (root / chinese).is_file():
+            problems.append(f"{chinese}: missing (the translation of {english})")
+            continue
+        mark = PAGE_MARK.search((root / chinese).read_text(encoding="utf-8"))
+        digest = page_digest(root / english)
+        if mark is None or mark["page"] != english:
+            problems.append(f"{chinese}: no line `<!-- translated from {english} at sha256 {digest} -->`")
+        elif mark["digest"] != digest:
+            problems.append(
+                f"{chinese}: {english} changed since it was translated (`git log -p {english}`): bring the "
+                f"Chinese in line, then record sha256 {digest} in its first line"
+            )
+    return problems
+
+
 def check(root: Path = ROOT) -> list[str]:
-    """Every problem of the Chinese edition: notebooks, then messages."""
+    """Every problem of the Chinese edition: notebooks, messages, then pages."""
     problems = []
     for english in english_notebooks(root):
         problems += notebook_problems(english, root)
-    return problems + message_problems(root / PACKAGE.relative_to(ROOT), root / MESSAGES.relative_to(ROOT))
+    problems += message_problems(root / PACKAGE.relative_to(ROOT), root / MESSAGES.relative_to(ROOT))
+    return problems + page_problems(root)
 
 
 def main(argv: list[str]) -> int:

@@ -39,6 +39,10 @@ def test_chinese_notebook_is_clean(path):
     assert notebook_problems(nb, path.name, README_ZH.read_text(encoding="utf-8"), "zh-CN") == []
 
 
+def test_the_chinese_readme_lists_the_chinese_notebooks_in_order():
+    assert readme_notebook_table(README_ZH.read_text(encoding="utf-8")) == [p.name for p in NOTEBOOKS]
+
+
 def test_the_checker_wants_each_edition_s_own_headings():
     nb = json.loads(NOTEBOOKS[0].read_text(encoding="utf-8"))
     problems = notebook_problems(nb, NOTEBOOKS[0].name, README, "zh-CN")

@@ -228,3 +228,24 @@ def test_the_chinese_code_of_a_real_cell_passes_and_a_changed_constant_does_not(
     assert translations.code_difference(english, 'print("字节数："  4 * 1024)').startswith(
         "the translation is not valid Python"
     )
+
+
+def test_a_chinese_page_names_the_english_it_translates_and_goes_stale_with_it(tmp_path):
+    (tmp_path / "docs" / "zh-CN").mkdir(parents=True)
+    for chinese, english in translations.PAGES.items():
+        (tmp_path / english).write_text("# Words\n", encoding="utf-8")
+        digest = translations.page_digest(tmp_path / english)
+        (tmp_path / chinese).write_text(f"<!-- translated from {english} at sha256 {digest} -->\n# 字\n")
+    assert translations.page_problems(tmp_path) == []
+    (tmp_path / "docs" / "seeds.md").write_text("# Other words\n", encoding="utf-8")
+    (tmp_path / "README.zh-CN.md").write_text("# 字\n", encoding="utf-8")
+    (tmp_path / "docs" / "zh-CN" / "glossary.md").unlink()
+    digests = {
+        english: translations.page_digest(tmp_path / english) for english in translations.PAGES.values()
+    }
+    assert translations.page_problems(tmp_path) == [
+        f"README.zh-CN.md: no line `<!-- translated from README.md at sha256 {digests['README.md']} -->`",
+        f"docs/zh-CN/seeds.md: docs/seeds.md changed since it was translated (`git log -p docs/seeds.md`): "
+        f"bring the Chinese in line, then record sha256 {digests['docs/seeds.md']} in its first line",
+        "docs/zh-CN/glossary.md: missing (the translation of docs/glossary.md)",
+    ]
