@@ -74,11 +74,9 @@ QUESTIONS: dict[int, Question] = {
         },
     ),
     3: Question(
-        message=(
-            N_(
-                "ValueError: Expected more than 1 value per channel when training, got input size "
-                "torch.Size([1, 4])   (last batch of the epoch, nn.DataParallel on 8 GPUs, BatchNorm1d)"
-            )
+        message=N_(
+            "ValueError: Expected more than 1 value per channel when training, got input size "
+            "torch.Size([1, 4])   (last batch of the epoch, nn.DataParallel on 8 GPUs, BatchNorm1d)"
         ),
         options={
             "A": N_("DataLoader(..., drop_last=True), so that every batch is full"),
@@ -97,11 +95,9 @@ QUESTIONS: dict[int, Question] = {
         },
     ),
     4: Question(
-        message=(
-            N_(
-                "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 1 "
-                "(and in the log: AttributeError: Can't get attribute 'train' on <module '__main__'>)"
-            )
+        message=N_(
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 1 "
+            "(and in the log: AttributeError: Can't get attribute 'train' on <module '__main__'>)"
         ),
         options={
             "A": N_("raise the process group's timeout"),
