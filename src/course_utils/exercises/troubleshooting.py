@@ -11,13 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from course_utils.exercises import CheckResult, call_reader, failed, integral_value, not_a_function, passed
+from course_utils.i18n import N_, _, translated
 
 __all__ = ["QUESTIONS", "check_error_fix", "check_select_gpus", "question"]
 
 
 @dataclass(frozen=True)
 class Question:
-    """One error message, four fixes labelled A-D, the right letter, and a hint per wrong letter."""
+    """One error message, four fixes labelled A-D, the right letter, and a hint per wrong letter.
+
+    Texts are kept in English (marked with `N_()`) and shown in the notebook's language.
+    """
 
     message: str
     options: dict[str, str]
@@ -33,17 +37,19 @@ QUESTIONS: dict[int, Question] = {
             "torch.cuda.is_available() is False. ..."
         ),
         options={
-            "A": 'os.environ["CUDA_VISIBLE_DEVICES"] = "0" before loading',
+            "A": N_('os.environ["CUDA_VISIBLE_DEVICES"] = "0" before loading'),
             "B": "torch.load(path, weights_only=False)",
             "C": 'torch.load(path, map_location="cpu")',
-            "D": "model.cuda() before model.load_state_dict(...)",
+            "D": N_("model.cuda() before model.load_state_dict(...)"),
         },
         answer="C",
-        why="the file's storages are tagged cuda:0 and map_location says where to put them instead.",
+        why=N_("the file's storages are tagged cuda:0 and map_location says where to put them instead."),
         hints={
-            "A": "the machine has no CUDA device to make visible; the file's location tags are the problem.",
-            "B": "weights_only decides which objects may be unpickled, not which device storages go to.",
-            "D": "the error is raised by torch.load, before load_state_dict runs, and there is no GPU.",
+            "A": N_(
+                "the machine has no CUDA device to make visible; the file's location tags are the problem."
+            ),
+            "B": N_("weights_only decides which objects may be unpickled, not which device storages go to."),
+            "D": N_("the error is raised by torch.load, before load_state_dict runs, and there is no GPU."),
         },
     ),
     2: Question(
@@ -55,52 +61,58 @@ QUESTIONS: dict[int, Question] = {
             "A": "model.load_state_dict(state, strict=False)",
             "B": 'torch.load(path, map_location="cpu")',
             "C": "torch.load(path, weights_only=False)",
-            "D": 'consume_prefix_in_state_dict_if_present(state, "module.") before loading',
+            "D": N_('consume_prefix_in_state_dict_if_present(state, "module.") before loading'),
         },
         answer="D",
-        why="the keys were saved from a DataParallel/DDP wrapper; stripping `module.` makes them match.",
+        why=N_("the keys were saved from a DataParallel/DDP wrapper; stripping `module.` makes them match."),
         hints={
-            "A": "strict=False silences the error and loads nothing: no key matches, weights stay random.",
-            "B": "the keys are wrong, not the devices; map_location does not rename anything.",
-            "C": "the file unpickled fine; its key names do not match the model's.",
+            "A": N_(
+                "strict=False silences the error and loads nothing: no key matches, weights stay random."
+            ),
+            "B": N_("the keys are wrong, not the devices; map_location does not rename anything."),
+            "C": N_("the file unpickled fine; its key names do not match the model's."),
         },
     ),
     3: Question(
-        message=(
+        message=N_(
             "ValueError: Expected more than 1 value per channel when training, got input size "
             "torch.Size([1, 4])   (last batch of the epoch, nn.DataParallel on 8 GPUs, BatchNorm1d)"
         ),
         options={
-            "A": "DataLoader(..., drop_last=True), so that every batch is full",
-            "B": "model.eval() for the whole training run",
-            "C": "torch.cuda.empty_cache() before the last batch",
-            "D": 'CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7" set again',
+            "A": N_("DataLoader(..., drop_last=True), so that every batch is full"),
+            "B": N_("model.eval() for the whole training run"),
+            "C": N_("torch.cuda.empty_cache() before the last batch"),
+            "D": N_('CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7" set again'),
         },
         answer="A",
-        why="the short last batch is cut into pieces of one row; full batches give every GPU several rows.",
+        why=N_(
+            "the short last batch is cut into pieces of one row; full batches give every GPU several rows."
+        ),
         hints={
-            "B": "eval mode stops BatchNorm from using batch statistics: the model trains differently.",
-            "C": "this is not a memory problem: a replica got a single row, and BatchNorm needs two.",
-            "D": "the GPUs are all there already; the batch is what is too small to split.",
+            "B": N_("eval mode stops BatchNorm from using batch statistics: the model trains differently."),
+            "C": N_("this is not a memory problem: a replica got a single row, and BatchNorm needs two."),
+            "D": N_("the GPUs are all there already; the batch is what is too small to split."),
         },
     ),
     4: Question(
-        message=(
+        message=N_(
             "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 1 "
             "(and in the log: AttributeError: Can't get attribute 'train' on <module '__main__'>)"
         ),
         options={
-            "A": "raise the process group's timeout",
-            "B": "move `train` into a .py file and import it from there",
-            "C": "pass a different MASTER_PORT",
-            "D": "call torch.cuda.init() before mp.spawn",
+            "A": N_("raise the process group's timeout"),
+            "B": N_("move `train` into a .py file and import it from there"),
+            "C": N_("pass a different MASTER_PORT"),
+            "D": N_("call torch.cuda.init() before mp.spawn"),
         },
         answer="B",
-        why="a spawned interpreter imports the worker by name, which works for a function in a module.",
+        why=N_("a spawned interpreter imports the worker by name, which works for a function in a module."),
         hints={
-            "A": "the worker never started: it could not even be unpickled, so nothing waited.",
-            "C": "no process group was created yet; the worker could not be found by name.",
-            "D": "CUDA has nothing to do with finding the function; the fresh interpreter cannot import it.",
+            "A": N_("the worker never started: it could not even be unpickled, so nothing waited."),
+            "C": N_("no process group was created yet; the worker could not be found by name."),
+            "D": N_(
+                "CUDA has nothing to do with finding the function; the fresh interpreter cannot import it."
+            ),
         },
     ),
 }
@@ -109,10 +121,18 @@ QUESTIONS: dict[int, Question] = {
 def question(number: int) -> str:
     """The text of question `number` of exercise 1: the error message and the options A-D."""
     if number not in QUESTIONS:
-        raise ValueError(f"there are questions {sorted(QUESTIONS)}; ask for one of them, not {number!r}")
+        raise ValueError(
+            _("there are questions {questions}; ask for one of them, not {number!r}").format(
+                questions=sorted(QUESTIONS), number=number
+            )
+        )
     q = QUESTIONS[number]
-    lines = [f"Question {number}. The error:", f"  {q.message}", "Which fix?"]
-    lines += [f"  {letter}) {text}" for letter, text in q.options.items()]
+    lines = [
+        _("Question {number}. The error:").format(number=number),
+        f"  {translated(q.message)}",
+        _("Which fix?"),
+    ]
+    lines += [f"  {letter}) {translated(text)}" for letter, text in q.options.items()]
     return "\n".join(lines)
 
 
@@ -120,16 +140,34 @@ def check_error_fix(number: int, answer: object) -> CheckResult:
     """Check the letter chosen for question `number`; a wrong letter gets a hint, not the answer."""
     key = integral_value(number)
     if key is None or key not in QUESTIONS:
-        return failed(f"there is no question {number!r:.40}; the questions are {sorted(QUESTIONS)}.")
+        return failed(
+            _("there is no question {number!r:.40}; the questions are {questions}.").format(
+                number=number, questions=sorted(QUESTIONS)
+            )
+        )
     number, q = key, QUESTIONS[key]
     if answer is None or answer is Ellipsis:
-        return failed(f'question {number}: write one letter, A to D, as a string, e.g. "A".')
+        return failed(
+            _('question {number}: write one letter, A to D, as a string, e.g. "A".').format(number=number)
+        )
     if not isinstance(answer, str) or answer.strip().upper() not in q.options:
-        return failed(f"question {number}: answer with one of the letters A, B, C, D, not {answer!r}.")
+        return failed(
+            _("question {number}: answer with one of the letters A, B, C, D, not {answer!r}.").format(
+                number=number, answer=answer
+            )
+        )
     letter = answer.strip().upper()
     if letter == q.answer:
-        return passed(f"question {number}: {letter}: {q.why}")
-    return failed(f"question {number}: {letter} does not fix it: {q.hints[letter]}")
+        return passed(
+            _("question {number}: {letter}: {why}").format(
+                number=number, letter=letter, why=translated(q.why)
+            )
+        )
+    return failed(
+        _("question {number}: {letter} does not fix it: {hint}").format(
+            number=number, letter=letter, hint=translated(q.hints[letter])
+        )
+    )
 
 
 def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | None) -> CheckResult:
@@ -141,31 +179,44 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
     if (verdict := not_a_function(select_gpus, "select_gpus(environ, value)")) is not None:
         return verdict
     cases = [
-        ({"HOME": "/home/student"}, "3,6", "the variable unset"),
-        ({"CUDA_VISIBLE_DEVICES": "7", "HOME": "/home/student"}, "3,6", "the variable set to '7'"),
-        ({"CUDA_VISIBLE_DEVICES": "0,1"}, "2", "the variable set to '0,1'"),
-        ({}, "1,0", "an empty environment"),
+        ({"HOME": "/home/student"}, "3,6", N_("the variable unset")),
+        ({"CUDA_VISIBLE_DEVICES": "7", "HOME": "/home/student"}, "3,6", N_("the variable set to '7'")),
+        ({"CUDA_VISIBLE_DEVICES": "0,1"}, "2", N_("the variable set to '0,1'")),
+        ({}, "1,0", N_("an empty environment")),
     ]
-    for environ, value, where in cases:
+    for environ, value, case in cases:
+        where = translated(case)
         before = dict(environ)
         outcome = call_reader(select_gpus, environ, value)
         if outcome.problem is not None:
-            return failed(f"with {where} your function {outcome.problem}")
+            return failed(
+                _("with {where} your function {problem}").format(where=where, problem=outcome.problem)
+            )
         got = environ.get("CUDA_VISIBLE_DEVICES")
         if got == before.get("CUDA_VISIBLE_DEVICES") and got is not None and got != value:
             return failed(
-                f"with {where} it is still {got!r}: the old value was kept. Which call writes only "
-                "when a key is missing?"
+                _(
+                    "with {where} it is still {got!r}: the old value was kept. Which call writes only "
+                    "when a key is missing?"
+                ).format(where=where, got=got)
             )
         if got != value:
             return failed(
-                f"with {where}, environ['CUDA_VISIBLE_DEVICES'] is {got!r}, not {value!r}: change the "
-                "environ passed in (not os.environ), under that exact name."
+                _(
+                    "with {where}, environ['CUDA_VISIBLE_DEVICES'] is {got!r}, not {value!r}: change the "
+                    "environ passed in (not os.environ), under that exact name."
+                ).format(where=where, got=got, value=value)
             )
         others = {k: v for k, v in before.items() if k != "CUDA_VISIBLE_DEVICES"}
         if {k: v for k, v in environ.items() if k != "CUDA_VISIBLE_DEVICES"} != others:
-            return failed(f"with {where} the other variables changed: set this one variable, leave the rest.")
+            return failed(
+                _("with {where} the other variables changed: set this one variable, leave the rest.").format(
+                    where=where
+                )
+            )
     return passed(
-        "the value is written whether or not the variable was set before. Do it before anything "
-        "touches CUDA: CUDA reads the variable once."
+        _(
+            "the value is written whether or not the variable was set before. Do it before anything "
+            "touches CUDA: CUDA reads the variable once."
+        )
     )
