@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from course_utils.exercises import CheckResult, failed, integral_value, passed, whole_number_hint
+from course_utils.i18n import _
 
 # Exercise 1: notebook 13's MLP (two Linear layers, each fully_shard-ed, then the root), default
 # reshard_after_forward, gradients accumulated over this many micro-batches per optimizer step.
@@ -23,7 +24,7 @@ _SHAPES = {"0.weight": (256, 64), "0.bias": (256,), "2.weight": (64, 256), "2.bi
 def _count(value: Any, name: str, what: str) -> tuple[int | None, CheckResult | None]:
     """The answer as an int (read as every check reads whole numbers), or a hint."""
     if value is None or value is Ellipsis:
-        return None, failed(f"replace the `...` of `{name}` with {what}.")
+        return None, failed(_("replace the `...` of `{name}` with {what}.").format(name=name, what=what))
     number = integral_value(value)
     if number is None:
         return None, failed(whole_number_hint(value, f"`{name}`"))
@@ -43,31 +44,40 @@ def check_accumulation_collectives(all_gathers: Any, reduce_scatters: Any) -> Ch
     """Check the collectives of one optimizer step accumulated over MICRO_BATCHES micro-batches."""
     answers = {}
     for value, name in ((all_gathers, "all_gathers"), (reduce_scatters, "reduce_scatters")):
-        number, problem = _count(value, name, "a number of collectives")
+        number, problem = _count(value, name, _("a number of collectives"))
         if problem is not None:
             return problem
         answers[name] = number
     gathers, scatters = accumulation_collectives()
     if answers["reduce_scatters"] == scatters * MICRO_BATCHES:
         return failed(
-            "`reduce_scatters` counts one per layer for every micro-batch: that is what "
-            "set_requires_gradient_sync(False) avoids until the last micro-batch."
+            _(
+                "`reduce_scatters` counts one per layer for every micro-batch: that is what "
+                "set_requires_gradient_sync(False) avoids until the last micro-batch."
+            )
         )
     if answers["reduce_scatters"] != scatters:
-        return failed("`reduce_scatters` is off: which micro-batches reduce, and how many layers each?")
+        return failed(_("`reduce_scatters` is off: which micro-batches reduce, and how many layers each?"))
     if answers["all_gathers"] == gathers // MICRO_BATCHES:
-        return failed("`all_gathers` counts one micro-batch: each of the 4 gathers the layers again.")
+        return failed(_("`all_gathers` counts one micro-batch: each of the 4 gathers the layers again."))
     if answers["all_gathers"] == gathers // 2:
         return failed(
-            "`all_gathers` counts the forward passes only: the layers free their gathered weights "
-            "after forward, so backward gathers them again."
+            _(
+                "`all_gathers` counts the forward passes only: the layers free their gathered weights "
+                "after forward, so backward gathers them again."
+            )
         )
     if answers["all_gathers"] != gathers:
-        return failed("`all_gathers` is off: count per micro-batch, per layer, in forward and in backward.")
+        return failed(
+            _("`all_gathers` is off: count per micro-batch, per layer, in forward and in backward.")
+        )
     return passed(
-        f"{gathers} all-gathers (2 layers x forward and backward x {MICRO_BATCHES} micro-batches) and "
-        f"{scatters} reduce-scatters (the last micro-batch only): skipping the sync saves reduce-scatters, "
-        "not all-gathers (set_reshard_after_backward(False) would keep the gathered weights instead)."
+        _(
+            "{gathers} all-gathers (2 layers x forward and backward x {micro_batches} micro-batches) and "
+            "{scatters} reduce-scatters (the last micro-batch only): skipping the sync saves "
+            "reduce-scatters, not all-gathers (set_reshard_after_backward(False) would keep the gathered "
+            "weights instead)."
+        ).format(gathers=gathers, micro_batches=MICRO_BATCHES, scatters=scatters)
     )
 
 
@@ -86,23 +96,27 @@ def two_d_bytes(mesh: tuple[int, int] = MESH) -> int:
 
 def check_two_d_bytes(rank_bytes: Any) -> CheckResult:
     """Check the parameter bytes one rank holds on the MESH (dp, tp) mesh."""
-    number, problem = _count(rank_bytes, "rank_bytes", "a number of bytes")
+    number, problem = _count(rank_bytes, "rank_bytes", _("a number of bytes"))
     if problem is not None:
         return problem
     truth = two_d_bytes()
     whole = two_d_bytes((1, 1))
     if number == truth:
         return passed(
-            f"{truth:,} bytes: every weight and the first bias split {MESH[0] * MESH[1]} ways, the second "
-            f"bias (replicated by RowwiseParallel) only {MESH[0]} ways by FSDP."
+            _(
+                "{truth:,} bytes: every weight and the first bias split {ranks} ways, the second "
+                "bias (replicated by RowwiseParallel) only {dp} ways by FSDP."
+            ).format(truth=truth, ranks=MESH[0] * MESH[1], dp=MESH[0])
         )
     if number * MESH[0] * MESH[1] == whole:
         return failed(
-            "that splits every parameter over all 8 ranks: does RowwiseParallel split the second "
-            "Linear's bias?"
+            _(
+                "that splits every parameter over all 8 ranks: does RowwiseParallel split the second "
+                "Linear's bias?"
+            )
         )
     if number == truth // 4:
-        return failed("that looks like a count of numbers: each float32 number takes 4 bytes.")
+        return failed(_("that looks like a count of numbers: each float32 number takes 4 bytes."))
     if number in (whole // MESH[0], whole // MESH[1]):
-        return failed("that splits over one mesh dimension only: TP splits within a node, FSDP across.")
-    return failed("not this: take each parameter's shape, divide by what TP and then FSDP split.")
+        return failed(_("that splits over one mesh dimension only: TP splits within a node, FSDP across."))
+    return failed(_("not this: take each parameter's shape, divide by what TP and then FSDP split."))

@@ -20,6 +20,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
 from course_utils.exercises import CheckResult, failed, not_a_function, passed
+from course_utils.i18n import N_, _, translated
 from course_utils.memory import LINES, saved_activation_bytes
 from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
@@ -30,11 +31,15 @@ MEMORY_ANSWERS: dict[str, frozenset[str]] = {
     "ZeroRedundancyOptimizer": frozenset({"optimizer state"}),
     "fp16_compress_hook": frozenset(),
 }
-_MEMORY_HINTS = {
-    "autocast bf16": "autocast casts copies for its operations; what does the optimizer update?",
-    "activation checkpointing": "checkpointing changes what the forward keeps for backward, nothing else.",
-    "ZeroRedundancyOptimizer": "ZeRO stage 1 shards one thing; DDP holds whole parameters and gradients.",
-    "fp16_compress_hook": "the hook compresses what is sent, during the all-reduce; what stays in memory?",
+_MEMORY_HINTS = {  # kept in English (N_), shown in the notebook's language
+    "autocast bf16": N_("autocast casts copies for its operations; what does the optimizer update?"),
+    "activation checkpointing": N_(
+        "checkpointing changes what the forward keeps for backward, nothing else."
+    ),
+    "ZeroRedundancyOptimizer": N_("ZeRO stage 1 shards one thing; DDP holds whole parameters and gradients."),
+    "fp16_compress_hook": N_(
+        "the hook compresses what is sent, during the all-reduce; what stays in memory?"
+    ),
 }
 # Exercise 2: blocks of the checked model, width and batch.
 _BLOCKS, _WIDTH, _BATCH = 3, 8, 16
@@ -46,42 +51,64 @@ _HUGE = 1e4  # inputs of the overflowing batch
 def _line_set(value: Any, technique: str) -> tuple[frozenset[str] | None, str]:
     """The reader's answer for one technique as a set of line names, or None and a hint."""
     if value is None or value is Ellipsis:
-        return None, f"replace the `...` of {technique!r} with a set of line names, e.g. {{'gradients'}}."
+        return None, _(
+            "replace the `...` of {technique} with a set of line names, e.g. {{'gradients'}}."
+        ).format(technique=repr(technique))
     if isinstance(value, str):
         value = {value}
     if not isinstance(value, Iterable) or isinstance(value, dict | bytes) or hasattr(value, "shape"):
         return (
             None,
-            f"the answer for {technique!r} should be a set of line names, not a {type(value).__name__}.",
+            _("the answer for {technique} should be a set of line names, not a {kind}.").format(
+                technique=repr(technique), kind=type(value).__name__
+            ),
         )
     names = list(value)
     if not all(isinstance(n, str) for n in names):
-        return None, f"the answer for {technique!r} should hold line names (strings) from LINES."
+        return None, _("the answer for {technique} should hold line names (strings) from LINES.").format(
+            technique=repr(technique)
+        )
     cleaned = frozenset(n.strip().lower() for n in names)
     unknown = sorted(cleaned - set(LINES))
     if unknown:
-        return None, f"{unknown[0]!r} is not a line of the table; the lines are {', '.join(LINES)}."
+        return None, _("{name} is not a line of the table; the lines are {lines}.").format(
+            name=repr(unknown[0]), lines=", ".join(LINES)
+        )
     return cleaned, ""
 
 
 def check_memory_lines(shrinks: Any) -> CheckResult:
     """Check which lines (parameters, gradients, optimizer state, activations) each technique shrinks."""
     if shrinks is None or shrinks is Ellipsis:
-        return failed("give a dict from each technique to the set of lines it shrinks.")
+        return failed(_("give a dict from each technique to the set of lines it shrinks."))
     if not isinstance(shrinks, dict):
-        return failed(f"give a dict from technique to a set of lines, not a {type(shrinks).__name__}.")
+        return failed(
+            _("give a dict from technique to a set of lines, not a {kind}.").format(
+                kind=type(shrinks).__name__
+            )
+        )
     missing = [t for t in MEMORY_ANSWERS if t not in shrinks]
     if missing:
-        return failed(f"the dict has no entry for {missing[0]!r}; keep the four keys of the exercise.")
+        return failed(
+            _("the dict has no entry for {technique}; keep the four keys of the exercise.").format(
+                technique=repr(missing[0])
+            )
+        )
     for technique, truth in MEMORY_ANSWERS.items():
         answer, problem = _line_set(shrinks[technique], technique)
         if answer is None:
             return failed(problem)
         if answer != truth:
-            return failed(f"not {technique!r} yet: {_MEMORY_HINTS[technique]}")
+            return failed(
+                _("not {technique} yet: {hint}").format(
+                    technique=repr(technique), hint=translated(_MEMORY_HINTS[technique])
+                )
+            )
     return passed(
-        "autocast and checkpointing shrink the activations, ZeRO-1 the optimizer state, and the "
-        "compress hook no line at all: it saves bytes on the wire, not in memory."
+        _(
+            "autocast and checkpointing shrink the activations, ZeRO-1 the optimizer state, and the "
+            "compress hook no line at all: it saves bytes on the wire, not in memory."
+        )
     )
 
 
@@ -118,9 +145,9 @@ def _run_forward(
             out.sum().backward()
         return out, len(calls), saved, ""
     except SystemExit:
-        return None, 0, 0, "it called sys.exit()"
+        return None, 0, 0, _("it called sys.exit()")
     except Exception as err:
-        return None, 0, 0, f"it raised {_raised(err)}"
+        return None, 0, 0, _("it raised {error}").format(error=_raised(err))
     finally:
         for handle in handles:
             handle.remove()
@@ -138,60 +165,77 @@ def check_checkpointed_forward(forward: Any) -> CheckResult:
     x = torch.randn(_BATCH, _WIDTH)
 
     reference_blocks = _exercise_blocks()
-    plain_out, plain_calls, plain_saved, _ = _run_forward(_plain_forward, reference_blocks, x)
+    plain_out, plain_calls, plain_saved = _run_forward(_plain_forward, reference_blocks, x)[:3]
     blocks = _exercise_blocks()
     out, calls, saved, error = _run_forward(forward, blocks, x)
     if error:
-        return failed(f"{error}; run each block on the output of the one before.")
+        return failed(_("{problem}; run each block on the output of the one before.").format(problem=error))
     if out is None:
-        return failed("the function returned None: return the last block's output.")
+        return failed(_("the function returned None: return the last block's output."))
     if not isinstance(out, torch.Tensor):
         return failed(
-            f"the function returned a {type(out).__name__}; return the tensor the last block gives."
+            _("the function returned a {kind}; return the tensor the last block gives.").format(
+                kind=type(out).__name__
+            )
         )
     if out.device.type == "meta":
-        return failed("the output is on the meta device, which holds no values: run the blocks on x itself.")
+        return failed(
+            _("the output is on the meta device, which holds no values: run the blocks on x itself.")
+        )
     if out.shape != plain_out.shape:
         return failed(
-            f"the output has shape {tuple(out.shape)}, not {tuple(plain_out.shape)}: "
-            "run every block once, in order."
+            _("the output has shape {shape}, not {expected}: run every block once, in order.").format(
+                shape=tuple(out.shape), expected=tuple(plain_out.shape)
+            )
         )
     if not torch.allclose(out.detach(), plain_out.detach(), atol=1e-6):
         return failed(
-            "the output differs from running the blocks in turn: "
-            "each block takes the previous block's output."
+            _(
+                "the output differs from running the blocks in turn: "
+                "each block takes the previous block's output."
+            )
         )
     grads = [p.grad for p in blocks.parameters()]
     if any(g is None for g in grads):
         return failed(
-            "some parameters got no gradient. With use_reentrant=True and an input that needs no "
-            "gradient that happens; use use_reentrant=False, and do not run the forward under no_grad."
+            _(
+                "some parameters got no gradient. With use_reentrant=True and an input that needs no "
+                "gradient that happens; use use_reentrant=False, and do not run the forward under no_grad."
+            )
         )
     if any(
         not torch.allclose(g, r.grad, atol=1e-6)
         for g, r in zip(grads, reference_blocks.parameters(), strict=True)
     ):
-        return failed("the gradients differ from the plain forward's: checkpointing must not change them.")
+        return failed(_("the gradients differ from the plain forward's: checkpointing must not change them."))
     if calls <= plain_calls:
         return failed(
-            "right output and gradients, but no block's forward ran again in backward: nothing was "
-            "checkpointed. Wrap each block's call in torch.utils.checkpoint.checkpoint."
+            _(
+                "right output and gradients, but no block's forward ran again in backward: nothing was "
+                "checkpointed. Wrap each block's call in torch.utils.checkpoint.checkpoint."
+            )
         )
     if calls < 2 * plain_calls:
         return failed(
-            f"{calls - plain_calls} of the {_BLOCKS} blocks were recomputed: checkpoint every block."
+            _("{recomputed} of the {blocks} blocks were recomputed: checkpoint every block.").format(
+                recomputed=calls - plain_calls, blocks=_BLOCKS
+            )
         )
     if saved >= plain_saved:
-        return failed("the blocks ran again, yet the forward saved as much as without checkpointing.")
-    _, _, each_saved, _ = _run_forward(_checkpointed_forward, _exercise_blocks(), x)
+        return failed(_("the blocks ran again, yet the forward saved as much as without checkpointing."))
+    each_saved = _run_forward(_checkpointed_forward, _exercise_blocks(), x)[2]
     if saved < each_saved:
         return failed(
-            f"the forward saved {saved:,} bytes, less than checkpointing each block does ({each_saved:,}): "
-            "the blocks were checkpointed together, as one. Checkpoint each block on its own."
+            _(
+                "the forward saved {saved:,} bytes, less than checkpointing each block does ({each:,}): "
+                "the blocks were checkpointed together, as one. Checkpoint each block on its own."
+            ).format(saved=saved, each=each_saved)
         )
     return passed(
-        f"each of the {_BLOCKS} blocks ran its forward again in backward; the forward saved "
-        f"{saved:,} bytes instead of {plain_saved:,}, with the same gradients."
+        _(
+            "each of the {blocks} blocks ran its forward again in backward; the forward saved "
+            "{saved:,} bytes instead of {plain:,}, with the same gradients."
+        ).format(blocks=_BLOCKS, saved=saved, plain=plain_saved)
     )
 
 
@@ -245,9 +289,11 @@ def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
                 try:
                     fn(ddp, optimizer, scaler, bx, by)
                 except SystemExit:
-                    result["error"] = "it called sys.exit()"
+                    result["error"] = _("your function called sys.exit().")
                 except Exception as err:
-                    result["error"] = f"it raised {_raised(err)}"
+                    result["error"] = _("your function raised {error}.").format(
+                        error=_raised(err).rstrip(".")
+                    )
                 seen[name] = {
                     "weights": [p.detach().clone() for p in model.parameters()],
                     "scale": scaler.get_scale() if scaler.is_enabled() else None,
@@ -279,20 +325,27 @@ def check_amp_step(step: Any) -> CheckResult:
     try:
         ranks = launch(_amp_worker, _WORLD_SIZE, args=(step,), timeout=60)
     except LaunchTimeoutError:
-        return failed("the ranks never finished: every rank must run the same forward and backward.")
+        return failed(_("the ranks never finished: every rank must run the same forward and backward."))
     except WorkerError as err:
-        return failed(f"rank {err.rank} failed: {err.exc_type or 'died'}: {err.message.splitlines()[0]}")
+        return failed(
+            _("rank {rank} failed: {error}: {message}").format(
+                rank=err.rank, error=err.exc_type or _("died"), message=err.message.splitlines()[0]
+            )
+        )
     except LaunchError as err:
-        return failed(f"the ranks could not be started: {err}")
+        return failed(_("the ranks could not be started: {error}").format(error=err))
     if any(r is None for r in ranks):
-        return failed("a rank ended before returning (sys.exit or os._exit?): the step must just return.")
+        return failed(_("a rank ended before returning (sys.exit or os._exit?): the step must just return."))
     first = next((r for r in ranks if r["error"]), ranks[0])
     if first["error"]:
-        return failed(f"your function {first['error'].removeprefix('it ').rstrip('.')}.")
+        return failed(first["error"])
     reader, reference = ranks[0]["reader"], ranks[0]["reference"]
     if "torch.float16" not in reader["dtypes"]:
         return failed(
-            "the model ran in float32: run the forward pass under torch.autocast('cpu', dtype=torch.float16)."
+            _(
+                "the model ran in float32: run the forward pass under "
+                "torch.autocast('cpu', dtype=torch.float16)."
+            )
         )
     normal_ok = all(
         torch.allclose(a, b, atol=1e-6)
@@ -302,43 +355,53 @@ def check_amp_step(step: Any) -> CheckResult:
         if all(
             torch.equal(a, b) for a, b in zip(reader["normal"]["weights"], _initial_weights(), strict=True)
         ):
-            return failed("the weights did not change on a normal batch: call scaler.step(optimizer).")
+            return failed(_("the weights did not change on a normal batch: call scaler.step(optimizer)."))
         if any(not torch.isfinite(w).all() for w in reader["normal"]["weights"]):
-            return failed("the weights became inf or nan: the optimizer stepped with scaled gradients.")
+            return failed(_("the weights became inf or nan: the optimizer stepped with scaled gradients."))
         return failed(
-            "after a normal batch the weights differ from the right step's: the optimizer must see "
-            "unscaled gradients (scaler.step unscales them), and zero the old gradients first."
+            _(
+                "after a normal batch the weights differ from the right step's: the optimizer must see "
+                "unscaled gradients (scaler.step unscales them), and zero the old gradients first."
+            )
         )
     after = reader["overflowing"]
     if any(not torch.isfinite(w).all() for w in after["weights"]):
         return failed(
-            "the overflowing batch put inf or nan into the weights: step with scaler.step(optimizer), "
-            "which skips a step whose gradients are not finite."
+            _(
+                "the overflowing batch put inf or nan into the weights: step with scaler.step(optimizer), "
+                "which skips a step whose gradients are not finite."
+            )
         )
     if not all(torch.equal(a, b) for a, b in zip(after["weights"], reader["normal"]["weights"], strict=True)):
-        return failed("the overflowing batch changed the weights; its step should have been skipped.")
+        return failed(_("the overflowing batch changed the weights; its step should have been skipped."))
     if after["scale"] != reference["overflowing"]["scale"]:
         return failed(
-            f"the skipped step left the scale at {after['scale']:g}: call scaler.update() after "
-            "scaler.step(optimizer), so that the scale backs off."
+            _(
+                "the skipped step left the scale at {scale:g}: call scaler.update() after "
+                "scaler.step(optimizer), so that the scale backs off."
+            ).format(scale=after["scale"])
         )
     if not all(
         torch.allclose(a, b)
         for r in ranks[1:]
         for a, b in zip(r["reader"]["overflowing"]["weights"], after["weights"], strict=True)
     ):
-        return failed("the ranks hold different weights: run the backward pass through the DDP model.")
+        return failed(_("the ranks hold different weights: run the backward pass through the DDP model."))
     if not all(
         torch.allclose(a, b, atol=1e-6)
         for a, b in zip(reader["normal again"]["weights"], reference["normal again"]["weights"], strict=True)
     ):
         return failed(
-            "the normal batch after the skipped one did not give the right step: the skipped step's inf "
-            "gradients were still there. Zero the gradients at the start of each step."
+            _(
+                "the normal batch after the skipped one did not give the right step: the skipped step's inf "
+                "gradients were still there. Zero the gradients at the start of each step."
+            )
         )
     return passed(
-        "a normal batch steps with the unscaled gradients; the overflowing one is skipped and the "
-        f"scale halves ({_SCALE:g} -> {after['scale']:g}), on both ranks; the next batch steps again."
+        _(
+            "a normal batch steps with the unscaled gradients; the overflowing one is skipped and the "
+            "scale halves ({before:g} -> {after:g}), on both ranks; the next batch steps again."
+        ).format(before=_SCALE, after=after["scale"])
     )
 
 
@@ -369,10 +432,12 @@ def _untouched(step: Callable[..., Any]) -> CheckResult | None:
     except _Touched:
         return None
     except SystemExit:
-        return failed("your function called sys.exit(): a training step must just return.")
+        return failed(_("your function called sys.exit(): a training step must just return."))
     except Exception:
         return None  # it did something with the arguments; the real run reports what
-    return failed("the function does not use its arguments yet: write the step's forward, backward and step.")
+    return failed(
+        _("the function does not use its arguments yet: write the step's forward, backward and step.")
+    )
 
 
 def _initial_weights() -> list[torch.Tensor]:
