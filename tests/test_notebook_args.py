@@ -5,10 +5,13 @@ from __future__ import annotations
 from notebook_args import NOTEBOOKS, ROOT, notebooks_from_args
 
 
-def test_no_argument_means_every_numbered_notebook_in_order():
+def test_no_argument_means_every_numbered_notebook_of_both_editions_in_order():
     found, missing = notebooks_from_args([])
-    assert missing == [] and found == sorted(found)
-    assert [p.name[:3] for p in found] == [f"{n:02d}_" for n in range(len(found))]
+    english = [p for p in found if p.parent == NOTEBOOKS]
+    chinese = [p for p in found if p.parent == NOTEBOOKS / "zh-CN"]
+    assert missing == [] and found == english + chinese and english == sorted(english)
+    assert [p.name[:3] for p in english] == [f"{n:02d}_" for n in range(len(english))]
+    assert [p.name for p in chinese] == [p.name for p in english]
 
 
 def test_a_path_and_a_bare_name_find_the_same_notebook(tmp_path, monkeypatch):
