@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import psutil
 from course_shell import ROOT, pytest_command, worker_count
 from notebook_args import NOTEBOOKS, notebook_parser, notebooks_from_args
@@ -106,6 +105,8 @@ def notebook_budget(path: Path) -> float:
 
 def unreadable(notebooks: Sequence[Path]) -> list[str]:
     """One line for each file that is not a valid notebook (read before anything runs)."""
+    import nbformat  # here, not at the top: its import (over a second) is not paid by `--help` and bad names
+
     problems = []
     for path in notebooks:
         try:

@@ -15,9 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-import nbformat
 from benchmark import tree_memory
-from nbclient import NotebookClient
 from notebook_args import notebook_parser, notebooks_from_args
 
 MIB = 1024 * 1024
@@ -25,6 +23,9 @@ MIB = 1024 * 1024
 
 def measure(path: Path) -> tuple[int, int]:
     """Run notebook `path` in a fresh kernel; return (peak bytes while running, bytes held when done)."""
+    import nbformat  # here, not at the top: their imports (over a second) are not paid by `--help`
+    from nbclient import NotebookClient
+
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}

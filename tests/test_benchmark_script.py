@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import benchmark
+import course_shell
+import pytest
 from benchmark import (
     NOTEBOOK_BUDGET_S,
     NOTEBOOK_MEMORY_MIB,
@@ -94,44 +96,51 @@ def test_measure_keeps_the_output_and_counts_the_children():
     assert run.seconds >= 1
 
 
-def run_benchmark(*args):
-    cmd = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+def run_benchmark(capsys, *args):
+    """`course.py bench ARGS` in this process (its command line is tested in test_course_command)."""
+    status = benchmark.main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
-def test_an_unknown_notebook_is_refused_with_what_to_pass():
-    result = run_benchmark("notebooks/99_nothing.ipynb")
-    assert result.returncode == 2
-    assert "No such notebook" in result.stdout and "notebooks/05_data_parallel.ipynb" in result.stdout
+def test_an_unknown_notebook_is_refused_with_what_to_pass(capsys):
+    status, out, _ = run_benchmark(capsys, "notebooks/99_nothing.ipynb")
+    assert status == 2
+    assert "No such notebook" in out and "notebooks/05_data_parallel.ipynb" in out
 
 
-def test_a_corrupt_notebook_is_named_in_one_line_before_anything_runs(tmp_path):
+def test_a_corrupt_notebook_is_named_in_one_line_before_anything_runs(tmp_path, capsys):
     broken = tmp_path / "03_broken.ipynb"
     broken.write_text('{"cells": [')
-    result = run_benchmark(str(broken))
-    assert (result.returncode, result.stderr) == (2, "")
-    assert result.stdout == "03_broken.ipynb is not a valid notebook file (NotJSONError); nothing was run.\n"
+    assert run_benchmark(capsys, str(broken)) == (
+        2,
+        "03_broken.ipynb is not a valid notebook file (NotJSONError); nothing was run.\n",
+        "",
+    )
 
 
-def test_a_failing_notebook_is_marked_and_pytests_report_says_why():
+def test_a_failing_notebook_is_marked_and_pytests_report_says_why(capsys, monkeypatch):
+    # One worker for the suite's parallel run: one notebook gives a second worker nothing to do.
+    for module in (benchmark, course_shell):
+        monkeypatch.setattr(module, "worker_count", lambda: 1)
     # Under the course root (pytest finds no notebook outside it with the course's configuration),
     # in a folder of its own: parallel runs never share it.
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "build", prefix="bench-test-") as folder:
-        failing_notebook_report(Path(folder) / "04_fails.ipynb")
+        failing_notebook_report(Path(folder) / "04_fails.ipynb", capsys)
 
 
-def failing_notebook_report(notebook: Path) -> None:
+def failing_notebook_report(notebook: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import nbformat
 
     cells = [nbformat.v4.new_code_cell("raise ValueError('the reason, from the notebook')")]
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["course"] = {"budget_s": 15}
     nbformat.write(nb, notebook)
-    result = run_benchmark(str(notebook))
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "FAILED: 04_fails.ipynb failed under nbval" in result.stdout
-    assert "--- 04_fails.ipynb: the last" in result.stdout
-    report = result.stdout.split("--- 04_fails.ipynb: the last", 1)[1]
+    status, out, err = run_benchmark(capsys, str(notebook))
+    assert status == 1, out + err
+    assert "FAILED: 04_fails.ipynb failed under nbval" in out
+    assert "--- 04_fails.ipynb: the last" in out
+    report = out.split("--- 04_fails.ipynb: the last", 1)[1]
     assert "1 failed" in report and "the reason, from the notebook" in report
-    assert "notebook suite, parallel" in result.stdout
+    assert "notebook suite, parallel (1 workers)" in out

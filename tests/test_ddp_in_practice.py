@@ -35,12 +35,18 @@ from workers.resume_training import check_enough_gpus, train  # noqa: E402
 FORKED = ["--run-path", "--start-method=fork"]
 
 
-@pytest.mark.parametrize("workers", [FORKED, []], ids=["forked", "new interpreters"])
-def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers):
-    straight, crashed, logs = tmp_path / "straight", tmp_path / "crashed", tmp_path / "logs"
-    straight.mkdir()
-    crashed.mkdir()
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    """The final weights of 3 epochs without a crash, by the course launcher: one run for both restarts."""
+    straight = tmp_path_factory.mktemp("straight")
     launch(train, nprocs=2, args=(str(straight), 3), timeout=120)
+    return torch.load(straight / "final.pt", weights_only=True)
+
+
+@pytest.mark.parametrize("workers", [FORKED, []], ids=["forked", "new interpreters"])
+def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers, uninterrupted):
+    crashed, logs = tmp_path / "crashed", tmp_path / "logs"
+    crashed.mkdir()
     result = run_torchrun(
         WORKERS / "resume_training.py",
         ["--out", str(crashed), "--epochs", "3", "--cpu", "--crash-in-epoch", "1"],
@@ -56,7 +62,7 @@ def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers):
     assert json.loads(error_file.read_text())["message"]["message"] == injected
     if not workers:  # a new interpreter prints its own traceback, prefixed with its rank
         assert f"[rank1]: {injected}" in result.stderr
-    expected = torch.load(straight / "final.pt", weights_only=True)
+    expected = uninterrupted
     got = torch.load(crashed / "final.pt", weights_only=True)
     assert expected.keys() == got.keys()
     assert all(torch.equal(expected[name], got[name]) for name in expected)
