@@ -180,3 +180,12 @@ def test_untrusted_example_needs_text_to_print(tmp_path):
     with pytest.raises(TypeError, match="message is the text to print when loaded, a str"):
         save_untrusted_example(tmp_path / "x.pt", message=3)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_folder_is_explained_in_chinese_where_the_notebook_asks(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    missing = tmp_path / "missing"
+    with pytest.raises(FileNotFoundError, match=r"文件夹 .* 不存在；请先创建它$"):
+        save_with_location({}, missing / "x.pt")
+    with pytest.raises(FileNotFoundError, match=r"处没有检查点：请检查文件名和文件夹$"):
+        storage_locations(missing / "x.pt")

@@ -87,3 +87,9 @@ def test_pin_memory_needs_a_device(device):
 def test_use_pin_memory_refuses_a_device_string_that_names_no_device(device):
     with pytest.raises(ValueError, match="device must name a device such as 'cuda:0'"):
         devices.use_pin_memory(device)
+
+
+def test_a_bad_device_is_explained_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    with pytest.raises(TypeError, match=r"^module_devices 需要一个 nn.Module，得到的是 str$"):
+        module_devices("model")

@@ -421,3 +421,13 @@ def test_cuda_driver_started_refuses_what_is_not_a_path(tmp_path):
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_the_table_and_its_notes_come_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    assert smi_table(gpus.demo_inventory()).startswith("演示机群（虚构的，不是这台机器）   驱动 demo\n")
+    fake = fake_pynvml(fail={"nvmlDeviceGetHandleByIndex": {1: NVMLError_GpuIsLost()}})
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    table = smi_table(nvml_inventory())
+    assert "  GPU 1  未知（NVML 无法列出它们；见说明）" in table
+    assert "说明：\n  GPU 1: 全部信息未知：NVML 无法打开 GPU 1：有一个 GPU 丢失了" in table

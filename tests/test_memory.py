@@ -90,3 +90,12 @@ def test_step_memory_rejects_what_it_cannot_count():
     model = mlp()
     with pytest.raises(ValueError, match="one number"):
         step_memory(model, torch.optim.SGD(model.parameters(), lr=0.1), lambda m: m(torch.ones(3, 4)))
+
+
+def test_a_model_without_trainable_parameters_is_explained_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    frozen = mlp().requires_grad_(False)
+    with pytest.raises(ValueError, match=r"^这个模型没有可训练的参数：没有东西可以统计$"):
+        step_memory(
+            frozen, torch.optim.SGD([torch.zeros(1, requires_grad=True)]), lambda m: m(torch.ones(1, 4)).sum()
+        )

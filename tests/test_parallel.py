@@ -650,3 +650,11 @@ def test_replicate_scatter_kwargs_apply_and_gather_refuse_what_they_cannot_use()
         simulated_gather(x(4, 2))
     with pytest.raises(TypeError, match="dim must be an int"):
         simulated_gather([x(1, 2)], dim=0.0)
+
+
+def test_the_simulation_speaks_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    model = simulated_data_parallel(nn.Linear(5, 2), num_devices=4)
+    assert "在一个设备上的模拟（SIMULATION）：各副本按设备顺序依次运行；没有使用 GPU" in repr(model)
+    with pytest.raises(ValueError, match=r"^形状为 \[0, 5\] 的输入沿 dim=0 是一个空批量：没有东西可以切分。"):
+        model(torch.zeros(0, 5))

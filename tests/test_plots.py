@@ -49,3 +49,9 @@ def test_chart_refuses_tables_of_the_wrong_shape_and_says_which(bad, message):
 def test_chart_title_must_be_text():
     with pytest.raises(TypeError, match="title is the chart's title, a str"):
         replica_sizes_chart({2: [[1, 1]]}, title=3)
+
+
+def test_a_bad_table_is_explained_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    with pytest.raises(ValueError, match=r"^tables 的每个键都是 GPU 数，一个至少为 1 的 int，而不是 0；"):
+        replica_sizes_chart({0: [[1, 1]]})

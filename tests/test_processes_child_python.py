@@ -236,3 +236,11 @@ def test_an_env_name_with_a_nul_or_equals_sign_is_refused_before_anything_starts
     for env in ({"A\0B": "1"}, {"A=B": "1"}):
         with pytest.raises(ValueError, match="env: a variable name holds neither"):
             run_python("pass", env=env)
+
+
+def test_a_childs_silent_failure_is_described_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    run = run_python("import os; os._exit(3)")
+    assert run.error == "子进程以状态 3 退出，没有打印任何错误"
+    with pytest.raises(ValueError, match=r"^run_python 需要一段要运行的 Python 代码"):
+        run_python(" ")

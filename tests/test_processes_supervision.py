@@ -215,3 +215,11 @@ def test_a_host_that_is_no_address_here_is_refused_by_name(host):
         supervision.free_port(host)
     with pytest.raises(ValueError, match="host must be an IPv4 address of this machine"):
         supervision.listening_socket(None, host)
+
+
+def test_a_bad_timeout_is_explained_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    with pytest.raises(
+        ValueError, match=r"^timeout 必须是正的秒数，最多 604800（一周），而不是 -1；例如传 timeout=60$"
+    ):
+        check_timeout(-1)

@@ -467,3 +467,11 @@ def test_an_env_name_with_an_equals_sign_is_refused_before_anything_starts(tmp_p
 def test_check_port_free_refuses_the_empty_host_that_means_every_interface():
     with pytest.raises(TypeError, match="'' would mean every interface"):
         check_port_free(1, host="")
+
+
+def test_torchrun_errors_come_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    with pytest.raises(ValueError, match=r"^nproc_per_node 必须是 1 到 16 之间的整数，而不是 0$"):
+        torchrun_command("train.py", nproc_per_node=0, master_port=29500)
+    stuck = str(TorchrunTimeoutError("torchrun x.py", 2.0, ""))
+    assert stuck.startswith("`torchrun x.py` 在 2 秒后仍在运行；它和它所有的 worker 都已被停止。")

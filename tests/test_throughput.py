@@ -134,3 +134,9 @@ def test_format_table_refuses_a_throughput_that_is_no_positive_number(speed):
     row = {"config": "a", "processes": 1, "threads": 1, "global_batch": 8, "median_step_s": 0.1}
     with pytest.raises(ValueError, match="samples_per_s must be a positive number"):
         format_table([row | {"iqr_step_s": 0.0, "samples_per_s": speed}])
+
+
+def test_too_few_times_are_explained_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    with pytest.raises(ValueError, match=r"^计算中位数和 IQR 至少需要 2 个时间，得到的是 1 个$"):
+        median_and_iqr([0.5])

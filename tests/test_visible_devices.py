@@ -537,3 +537,14 @@ def test_entries_too_long_for_int_and_iterators_and_quotes_get_clear_errors():
 def test_device_order_refuses_what_is_no_environment(environ):
     with pytest.raises(TypeError, match="environ is a dict-like environment"):
         device_order(environ)
+
+
+def test_a_bad_value_is_explained_in_chinese_where_the_notebook_asks(monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    with pytest.raises(
+        ValueError, match=r"^CUDA_VISIBLE_DEVICES='0,-1': 第 2 项（'-1'）是负数。CUDA 读到它就停下"
+    ):
+        vd.parse_visible_devices("0,-1", demo_inventory())
+    assert vd.mapping_lines("3", demo_inventory()) == [
+        "cuda:0 -> 物理 GPU 3（DEMO A100-SXM4-80GB，总线 00000000:4E:00.0，空闲 81408 MiB）"
+    ]

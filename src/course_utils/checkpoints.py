@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from course_utils.i18n import _
+
 __all__ = ["PrintOnLoad", "save_untrusted_example", "save_with_location", "storage_locations"]
 
 
@@ -71,23 +73,33 @@ def _torch_location_tag(device: torch.device) -> str:
         return torch.serialization.location_tag(types.SimpleNamespace(device=device))  # type: ignore[arg-type]
     except (RuntimeError, AttributeError, TypeError) as err:
         raise ValueError(
-            f"torch.save cannot record a location for {device.type} devices in this PyTorch; pass a "
-            "device it can tag, such as 'cuda:0', 'cuda:1', 'cpu', 'mps' or 'meta'"
+            _(
+                "torch.save cannot record a location for {device_type} devices in this PyTorch; pass a "
+                "device it can tag, such as 'cuda:0', 'cuda:1', 'cpu', 'mps' or 'meta'"
+            ).format(device_type=device.type)
         ) from err
 
 
 def _save_target(path: object) -> Path:
     """`path` as a Path to a file that can be written: a str or Path, not a folder, in an existing folder."""
     if not isinstance(path, str | os.PathLike) or str(path) == "":
-        raise TypeError(f"path is the checkpoint's file name, a str or Path such as 'model.pt', not {path!r}")
+        raise TypeError(
+            _("path is the checkpoint's file name, a str or Path such as 'model.pt', not {path!r}").format(
+                path=path
+            )
+        )
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(
-            f"cannot save to {path}: it is a folder; name a file in it, such as {path / 'model.pt'}"
+            _("cannot save to {path}: it is a folder; name a file in it, such as {example}").format(
+                path=path, example=path / "model.pt"
+            )
         )
     if not path.parent.is_dir():
         raise FileNotFoundError(
-            f"cannot save to {path}: the folder {path.parent} does not exist; create it first"
+            _("cannot save to {path}: the folder {folder} does not exist; create it first").format(
+                path=path, folder=path.parent
+            )
         )
     return path
 
@@ -121,7 +133,11 @@ def save_with_location(obj: object, path: str | Path, location: str | torch.devi
     try:
         device = torch.device(location)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"location must name a device such as 'cuda:0' or 'cpu', got {location!r}") from err
+        raise ValueError(
+            _("location must name a device such as 'cuda:0' or 'cpu', got {location!r}").format(
+                location=location
+            )
+        ) from err
     tag = _torch_location_tag(device)
     path = _save_target(path)
 
@@ -205,36 +221,52 @@ def storage_locations(path: str | Path) -> list[str]:
     how to convert it.
     """
     if not isinstance(path, str | os.PathLike) or str(path) == "":
-        raise TypeError(f"path is a checkpoint's file name, a str or Path such as 'model.pt', not {path!r}")
+        raise TypeError(
+            _("path is a checkpoint's file name, a str or Path such as 'model.pt', not {path!r}").format(
+                path=path
+            )
+        )
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}: check the file name and folder")
+        raise FileNotFoundError(
+            _("no checkpoint at {path}: check the file name and folder").format(path=path)
+        )
     if not path.is_file():
-        raise IsADirectoryError(f"{path} is a folder, not a checkpoint file")
+        raise IsADirectoryError(_("{path} is a folder, not a checkpoint file").format(path=path))
     if not zipfile.is_zipfile(path):
         if _is_legacy_checkpoint(path):
             raise ValueError(
-                f"{path.name} is a legacy PyTorch checkpoint (the format torch.save wrote before "
-                "PyTorch 1.6), not the zip format that storage_locations reads: load it with "
-                "torch.load (with map_location if it was saved on a device you lack) and torch.save "
-                "it again to convert it"
+                _(
+                    "{name} is a legacy PyTorch checkpoint (the format torch.save wrote before "
+                    "PyTorch 1.6), not the zip format that storage_locations reads: load it with "
+                    "torch.load (with map_location if it was saved on a device you lack) and torch.save "
+                    "it again to convert it"
+                ).format(name=path.name)
             )
         raise ValueError(
-            f"{path.name} is not a zip-format PyTorch checkpoint (what torch.save writes since "
-            "PyTorch 1.6), nor a legacy one: check that this is the file you meant"
+            _(
+                "{name} is not a zip-format PyTorch checkpoint (what torch.save writes since "
+                "PyTorch 1.6), nor a legacy one: check that this is the file you meant"
+            ).format(name=path.name)
         )
     with zipfile.ZipFile(path) as archive:
         pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
         if not pickles:
             raise ValueError(
-                f"{path.name} is a zip archive but not a PyTorch checkpoint: it has no data.pkl record"
+                _("{name} is a zip archive but not a PyTorch checkpoint: it has no data.pkl record").format(
+                    name=path.name
+                )
             )
         data = archive.read(pickles[0])
     reader = _TagReader(data)
     try:
         reader.load()
     except Exception as err:
-        raise ValueError(f"{path.name} looks like a checkpoint but its data.pkl is damaged: {err}") from err
+        raise ValueError(
+            _("{name} looks like a checkpoint but its data.pkl is damaged: {err}").format(
+                name=path.name, err=err
+            )
+        ) from err
     return list(reader.tags.values())
 
 
@@ -248,7 +280,9 @@ class PrintOnLoad:
 
     def __init__(self, message: str) -> None:
         if not isinstance(message, str):
-            raise TypeError(f"message is the text to print when loaded, a str, not {message!r}")
+            raise TypeError(
+                _("message is the text to print when loaded, a str, not {message!r}").format(message=message)
+            )
         self.message = message
 
     def __reduce__(self) -> tuple[object, tuple[str]]:

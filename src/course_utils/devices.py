@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from course_utils.i18n import _
+
 # Variables that hide GPUs from a child process (`run_python(code, env=HIDE_GPUS)`): there
 # `torch.cuda.is_available()` is False, as on a CPU-only machine, whatever this machine has.
 # CUDA (and ROCm, which PyTorch also drives through torch.cuda) read CUDA_VISIBLE_DEVICES; an
@@ -49,12 +51,18 @@ def use_pin_memory(device: torch.device | str) -> bool:
     is present.
     """
     if not isinstance(device, torch.device | str):
-        raise TypeError(f"device must be a torch.device or a string such as 'cuda:0', not {device!r}")
+        raise TypeError(
+            _("device must be a torch.device or a string such as 'cuda:0', not {device!r}").format(
+                device=device
+            )
+        )
     try:
         device = torch.device(device)
     except RuntimeError as err:
         raise ValueError(
-            f"device must name a device such as 'cuda:0' or 'cpu', not {device!r} ({err})"
+            _("device must name a device such as 'cuda:0' or 'cpu', not {device!r} ({err})").format(
+                device=device, err=err
+            )
         ) from None
     if device.type in ("cpu", "meta", "mps"):
         return False
@@ -89,7 +97,7 @@ def aten_ops(fn: Callable[[], object]) -> list[str]:
     that can be seen here.
     """
     if not callable(fn):
-        raise TypeError("aten_ops needs a function to call, e.g. aten_ops(lambda: torch.zeros(2))")
+        raise TypeError(_("aten_ops needs a function to call, e.g. aten_ops(lambda: torch.zeros(2))"))
     with _OpRecorder() as recorder:
         fn()
     return recorder.ops
@@ -103,6 +111,8 @@ def module_devices(module: nn.Module) -> set[torch.device]:
     empty set.
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(f"module_devices expects an nn.Module, got {type(module).__name__}")
+        raise TypeError(
+            _("module_devices expects an nn.Module, got {type_name}").format(type_name=type(module).__name__)
+        )
     tensors = [*module.parameters(), *module.buffers()]
     return {t.device for t in tensors}

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
+from course_utils.i18n import N_, _, translated
+
 MIB = 2**20
 _CUDA_ERROR_NOT_INITIALIZED = 3  # what the CUDA driver API answers before cuInit
 T = TypeVar("T")
@@ -87,7 +89,9 @@ def whole_number(value: object, what: str) -> int:
             return operator.index(value)  # type: ignore[call-overload]
         except TypeError:
             pass
-    raise ValueError(f"{what} must be a whole number (an int such as 2), not {value!r}.")
+    raise ValueError(
+        _("{what} must be a whole number (an int such as 2), not {value!r}.").format(what=what, value=value)
+    )
 
 
 def _text(value: str | bytes) -> str:
@@ -95,7 +99,7 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def explain_nvml_error(err: Exception, doing: str = "start") -> str:
+def explain_nvml_error(err: Exception, doing: str = N_("start")) -> str:
     """Turn an NVML error into one sentence that says what to do; `doing` names the failed step.
 
     The default (`doing="start"`) is for `nvmlInit()`; `nvml_inventory` passes what it was
@@ -103,33 +107,36 @@ def explain_nvml_error(err: Exception, doing: str = "start") -> str:
     """
     if not isinstance(err, BaseException) or not isinstance(doing, str):
         raise TypeError(
-            f"pass the exception NVML raised and a str naming the step, not {err!r} and {doing!r}"
+            _("pass the exception NVML raised and a str naming the step, not {err!r} and {doing!r}").format(
+                err=err, doing=doing
+            )
         )
+    doing = translated(doing)
     kind = type(err).__name__
     if "LibraryNotFound" in kind:
-        return (
+        return _(
             "NVML library not found: this machine has no NVIDIA driver "
             "(no NVIDIA GPU, or the driver is not installed). Everything in the course "
             "still runs on the CPU."
         )
     if "DriverNotLoaded" in kind:
-        return "the NVIDIA driver is installed but not loaded; try `nvidia-smi` or a reboot."
+        return _("the NVIDIA driver is installed but not loaded; try `nvidia-smi` or a reboot.")
     if "NoPermission" in kind:
-        return "NVML refused access (no permission); ask your administrator."
+        return _("NVML refused access (no permission); ask your administrator.")
     if "InsufficientSize" in kind or "LibRmVersionMismatch" in kind:
-        return f"NVML and the kernel driver disagree ({err}); reboot after a driver update."
+        return _("NVML and the kernel driver disagree ({err}); reboot after a driver update.").format(err=err)
     if "GpuIsLost" in kind:
-        return (
-            f"NVML could not {doing}: a GPU is lost (it stopped answering: fell off the bus or "
+        return _(
+            "NVML could not {doing}: a GPU is lost (it stopped answering: fell off the bus or "
             "crashed); `nvidia-smi` shows which, and it needs a GPU reset or a reboot."
-        )
+        ).format(doing=doing)
     if "LibraryMismatch" in kind:
-        return (
-            f"NVML could not {doing}: nvidia-ml-py calls a function this driver's NVML lacks "
+        return _(
+            "NVML could not {doing}: nvidia-ml-py calls a function this driver's NVML lacks "
             "(the driver is older than the bindings); update the driver, or install an "
             "nvidia-ml-py release as old as the driver."
-        )
-    return f"NVML could not {doing}: {kind}: {err}"
+        ).format(doing=doing)
+    return _("NVML could not {doing}: {kind}: {err}").format(doing=doing, kind=kind, err=err)
 
 
 def _nvml_errors(pynvml: ModuleType) -> tuple[type[Exception], ...]:
@@ -162,8 +169,12 @@ class _GpuReader:
             return call()
         except self.errors as err:
             if not quiet:
-                why = explain_nvml_error(err, doing=doing or f"read GPU {self.index}'s {what}")
-                self.notes.append(f"{what} unknown: {why}")
+                why = explain_nvml_error(
+                    err,
+                    doing=doing
+                    or _("read GPU {index}'s {what}").format(index=self.index, what=translated(what)),
+                )
+                self.notes.append(_("{what} unknown: {why}").format(what=translated(what), why=why))
             return default
 
 
@@ -176,7 +187,7 @@ def _processes(reader: _GpuReader, handle: object) -> tuple[GpuProcess, ...] | N
     pynvml = reader.pynvml
     found: dict[int, GpuProcess] = {}
     for query in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-        procs = reader.read("processes", lambda q=query: list(getattr(pynvml, q)(handle)), None)
+        procs = reader.read(N_("processes"), lambda q=query: list(getattr(pynvml, q)(handle)), None)
         if procs is None:
             return None
         for proc in procs:
@@ -192,16 +203,21 @@ def _read_gpu(pynvml: ModuleType, index: int) -> GpuInfo:
     """One GPU's GpuInfo; whatever NVML refuses is unknown, with a note, never an exception."""
     reader = _GpuReader(pynvml, index)
     handle = reader.read(
-        "everything", lambda: pynvml.nvmlDeviceGetHandleByIndex(index), None, doing=f"open GPU {index}"
+        N_("everything"),
+        lambda: pynvml.nvmlDeviceGetHandleByIndex(index),
+        None,
+        doing=_("open GPU {index}").format(index=index),
     )
     if handle is None:
         return GpuInfo(index, UNKNOWN, UNKNOWN, UNKNOWN, None, None, None, None, tuple(reader.notes))
-    memory = reader.read("memory", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), None)
+    memory = reader.read(N_("memory"), lambda: pynvml.nvmlDeviceGetMemoryInfo(handle), None)
     return GpuInfo(
         index=index,
-        name=reader.read("name", lambda: _text(pynvml.nvmlDeviceGetName(handle)), UNKNOWN),
+        name=reader.read(N_("name"), lambda: _text(pynvml.nvmlDeviceGetName(handle)), UNKNOWN),
         uuid=reader.read("UUID", lambda: _text(pynvml.nvmlDeviceGetUUID(handle)), UNKNOWN),
-        pci_bus_id=reader.read("bus id", lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId), UNKNOWN),
+        pci_bus_id=reader.read(
+            N_("bus id"), lambda: _text(pynvml.nvmlDeviceGetPciInfo(handle).busId), UNKNOWN
+        ),
         memory_total=None if memory is None else int(memory.total),
         memory_used=None if memory is None else int(memory.used),
         # many GPUs (and vGPUs) do not report utilisation: n/a in the table, no note
@@ -224,7 +240,7 @@ def nvml_inventory() -> Inventory:
     try:
         import pynvml
     except ImportError:
-        return Inventory(reason="the nvidia-ml-py package is missing: pip install nvidia-ml-py")
+        return Inventory(reason=_("the nvidia-ml-py package is missing: pip install nvidia-ml-py"))
     errors = _nvml_errors(pynvml)
     try:
         pynvml.nvmlInit()
@@ -238,7 +254,7 @@ def nvml_inventory() -> Inventory:
         try:
             count = int(pynvml.nvmlDeviceGetCount())
         except errors as err:
-            return Inventory(driver_version=driver, reason=explain_nvml_error(err, doing="count the GPUs"))
+            return Inventory(driver_version=driver, reason=explain_nvml_error(err, doing=_("count the GPUs")))
         gpus = tuple(_read_gpu(pynvml, index) for index in range(count))
         return Inventory(gpus=gpus, driver_version=driver)
     finally:
@@ -261,32 +277,36 @@ def smi_table(inventory: Inventory) -> str:
     """
     if not isinstance(inventory, Inventory):
         raise TypeError(
-            f"smi_table shows an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}"
+            _(
+                "smi_table shows an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}"
+            ).format(inventory=inventory)
         )
     if not inventory.gpus:
-        why = inventory.reason or "NVML found no NVIDIA GPU."
-        return f"No GPU to list. {why}"
-    title = "DEMO FLEET (made up, not this machine)" if inventory.source == "demo" else "NVML"
-    lines = [f"{title}   driver {inventory.driver_version or '?'}"]
+        why = inventory.reason or _("NVML found no NVIDIA GPU.")
+        return _("No GPU to list. {why}").format(why=why)
+    title = _("DEMO FLEET (made up, not this machine)") if inventory.source == "demo" else "NVML"
+    lines = [_("{title}   driver {version}").format(title=title, version=inventory.driver_version or "?")]
     header = f"{'GPU':>3}  {'Name':<24} {'Bus-Id':<16} {'Memory-Usage':>21} {'Util':>5}"
     lines += [header, "-" * len(header)]
     for gpu in inventory.gpus:
         usage = f"{_mib(gpu.memory_used)} / {_mib(gpu.memory_total)}"
         util = "n/a" if gpu.utilization is None else f"{gpu.utilization}%"
         lines.append(f"{gpu.index:>3}  {gpu.name[:24]:<24} {gpu.pci_bus_id[-16:]:<16} {usage:>21} {util:>5}")
-    lines += ["", "Processes:"]
+    lines += ["", _("Processes:")]
     rows = []
     for gpu in inventory.gpus:
         if gpu.processes is None:
-            rows.append(f"  GPU {gpu.index}  unknown (NVML could not list them; see the notes)")
+            rows.append(
+                _("  GPU {index}  unknown (NVML could not list them; see the notes)").format(index=gpu.index)
+            )
             continue
         for proc in gpu.processes:
             used = "n/a" if proc.used_memory is None else f"{proc.used_memory // MIB}MiB"
             rows.append(f"  GPU {gpu.index}  pid {proc.pid:>7}  {proc.name[:40]:<40} {used:>9}")
-    lines += rows or ["  none"]
+    lines += rows or [_("  none")]
     notes = [f"  GPU {gpu.index}: {note}" for gpu in inventory.gpus for note in gpu.notes]
     if notes:
-        lines += ["", "Notes:", *notes]
+        lines += ["", _("Notes:"), *notes]
     return "\n".join(lines)
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from course_utils.i18n import _
+
 __all__ = ["LINES", "saved_activation_bytes", "step_memory", "tensor_bytes"]
 
 # The lines of the table, in the order notebook 10 prints them.
@@ -23,7 +25,9 @@ LINES = ("parameters", "gradients", "optimizer state", "activations")
 def tensor_bytes(t: torch.Tensor) -> int:
     """Bytes this process holds for `t`: for a DTensor only its local shard (as in notebook 10)."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError(f"tensor_bytes counts a torch.Tensor, not a {type(t).__name__}")
+        raise TypeError(
+            _("tensor_bytes counts a torch.Tensor, not a {type_name}").format(type_name=type(t).__name__)
+        )
     local = t.to_local() if hasattr(t, "to_local") else t
     return local.numel() * local.element_size()
 
@@ -34,7 +38,7 @@ def saved_activation_bytes(forward: Callable[[], Any], params: list[torch.Tensor
     A tensor saved twice (the same data and shape) counts once. Returns forward's result and the bytes.
     """
     if not callable(forward):
-        raise TypeError("pass the forward pass as a function without arguments, e.g. lambda: model(x)")
+        raise TypeError(_("pass the forward pass as a function without arguments, e.g. lambda: model(x)"))
     skip = {p.untyped_storage().data_ptr() for p in params}
     saved: dict[tuple[int, int, torch.Size, torch.dtype], int] = {}
 
@@ -62,10 +66,10 @@ def step_memory(
     """
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise ValueError("the model has no trainable parameters: nothing to count")
+        raise ValueError(_("the model has no trainable parameters: nothing to count"))
     loss, activations = saved_activation_bytes(lambda: loss_of(model), params)
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        raise ValueError("loss_of(model) must return the loss, a tensor with one number")
+        raise ValueError(_("loss_of(model) must return the loss, a tensor with one number"))
     loss.backward()
     grads = sum(tensor_bytes(p.grad) for p in params if p.grad is not None)
     optimizer.step()

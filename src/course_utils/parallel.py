@@ -50,6 +50,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from course_utils.i18n import N_, _, translated
+
 __all__ = [
     "SimulatedDataParallel",
     "replica_sizes",
@@ -62,25 +64,34 @@ __all__ = [
 ]
 
 MAX_DEVICES = 1024  # far more GPUs than one DataParallel process can drive; a bigger number is a slip
-SIMULATION_NOTE = "SIMULATION on one device: replicas run one after another, in device order; no GPUs used"
+SIMULATION_NOTE = N_(
+    "SIMULATION on one device: replicas run one after another, in device order; no GPUs used"
+)
 
 
 def _check_num_devices(num_devices: object) -> int:
     """Return num_devices if it is an int from 1 to MAX_DEVICES, else raise an error saying what to pass."""
     if isinstance(num_devices, bool) or not isinstance(num_devices, int):
         raise TypeError(
-            f"num_devices must be an int (how many GPUs to simulate), got {type(num_devices).__name__} "
-            f"{num_devices!r}; pass e.g. num_devices=2"
+            _(
+                "num_devices must be an int (how many GPUs to simulate), got {type_name} "
+                "{num_devices!r}; pass e.g. num_devices=2"
+            ).format(type_name=type(num_devices).__name__, num_devices=num_devices)
         )
     if num_devices < 1:
         raise ValueError(
-            f"num_devices must be at least 1 (the number of GPUs to simulate), got {num_devices}; "
-            "nn.DataParallel needs at least one device, pass e.g. num_devices=2"
+            _(
+                "num_devices must be at least 1 (the number of GPUs to simulate), got {num_devices}; "
+                "nn.DataParallel needs at least one device, pass e.g. num_devices=2"
+            ).format(num_devices=num_devices)
         )
     if num_devices > MAX_DEVICES:
         raise ValueError(
-            f"num_devices={num_devices} is more GPUs than one process can drive (the simulation "
-            f"accepts up to {MAX_DEVICES}, one replica each); pass the number of GPUs of one machine, e.g. 8"
+            _(
+                "num_devices={num_devices} is more GPUs than one process can drive (the simulation "
+                "accepts up to {max_devices}, one replica each); pass the number of GPUs of one "
+                "machine, e.g. 8"
+            ).format(num_devices=num_devices, max_devices=MAX_DEVICES)
         )
     return num_devices
 
@@ -89,8 +100,10 @@ def _check_dim(dim: object) -> int:
     """Return dim if it is an int, else raise an error that says what to pass."""
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(
-            f"dim must be an int (the batch dimension to split), got {type(dim).__name__} {dim!r}; "
-            "pass dim=0 when the batch comes first"
+            _(
+                "dim must be an int (the batch dimension to split), got {type_name} {dim!r}; "
+                "pass dim=0 when the batch comes first"
+            ).format(type_name=type(dim).__name__, dim=dim)
         )
     return dim
 
@@ -105,8 +118,10 @@ def replica_sizes(batch_size: int, num_devices: int) -> list[int]:
     num_devices = _check_num_devices(num_devices)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(
-            f"batch_size must be a positive int, got {batch_size!r}; an empty batch gives DataParallel "
-            "nothing to split"
+            _(
+                "batch_size must be a positive int, got {batch_size!r}; an empty batch gives DataParallel "
+                "nothing to split"
+            ).format(batch_size=batch_size)
         )
     return [piece.shape[0] for piece in torch.empty(batch_size, 0).chunk(num_devices)]
 
@@ -118,23 +133,35 @@ def _chunk(tensor: torch.Tensor, num_devices: int, dim: int) -> tuple[torch.Tens
     on the input's GPU a view, and copies the others to their GPUs); the values are the same.
     """
     if tensor.dim() == 0:
-        value = f", here {tensor.item()!r}" if tensor.device.type == "cpu" else f" on {tensor.device}"
+        value = (
+            _(", here {value!r}").format(value=tensor.item())
+            if tensor.device.type == "cpu"
+            else _(" on {device}").format(device=tensor.device)
+        )
         raise ValueError(
-            "DataParallel scatters every tensor argument along dim, and a 0-dimensional tensor "
-            f"(a scalar{value}) has no dimension to split; pass it as a Python number "
-            "(numbers are copied to every replica) or give it a batch dimension"
+            _(
+                "DataParallel scatters every tensor argument along dim, and a 0-dimensional tensor "
+                "(a scalar{value}) has no dimension to split; pass it as a Python number "
+                "(numbers are copied to every replica) or give it a batch dimension"
+            ).format(value=value)
         )
     if not -tensor.dim() <= dim < tensor.dim():
         raise IndexError(
-            f"dim={dim} is out of range for an input of shape {list(tensor.shape)} "
-            f"({tensor.dim()} dimensions); pass a dim between {-tensor.dim()} and {tensor.dim() - 1}, "
-            "the dimension that holds the batch (usually dim=0)"
+            _(
+                "dim={dim} is out of range for an input of shape {shape} "
+                "({dims} dimensions); pass a dim between {low} and {high}, "
+                "the dimension that holds the batch (usually dim=0)"
+            ).format(
+                dim=dim, shape=list(tensor.shape), dims=tensor.dim(), low=-tensor.dim(), high=tensor.dim() - 1
+            )
         )
     if tensor.shape[dim] == 0:
         raise ValueError(
-            f"the input of shape {list(tensor.shape)} is an empty batch along dim={dim}: there is "
-            "nothing to split. Skip empty batches before the forward call (nn.DataParallel would "
-            "run every replica on an empty piece)"
+            _(
+                "the input of shape {shape} is an empty batch along dim={dim}: there is "
+                "nothing to split. Skip empty batches before the forward call (nn.DataParallel would "
+                "run every replica on an empty piece)"
+            ).format(shape=list(tensor.shape), dim=dim)
         )
     return tensor.chunk(num_devices, dim)
 
@@ -181,13 +208,16 @@ def simulated_scatter_kwargs(
     """
     if not isinstance(inputs, tuple):
         raise TypeError(
-            f"inputs is the tuple of positional arguments of the forward call, such as (batch,), "
-            f"not {type(inputs).__name__}"
+            _(
+                "inputs is the tuple of positional arguments of the forward call, such as (batch,), "
+                "not {type_name}"
+            ).format(type_name=type(inputs).__name__)
         )
     if kwargs is not None and not isinstance(kwargs, dict):
         raise TypeError(
-            "kwargs is the dict of keyword arguments of the forward call (or None), "
-            f"not {type(kwargs).__name__}"
+            _(
+                "kwargs is the dict of keyword arguments of the forward call (or None), not {type_name}"
+            ).format(type_name=type(kwargs).__name__)
         )
     scattered_inputs = simulated_scatter(inputs, num_devices, dim) if inputs else []
     scattered_kwargs = simulated_scatter(kwargs, num_devices, dim) if kwargs else []
@@ -219,7 +249,9 @@ def simulated_replicate(network: nn.Module, num_replicas: int, detach: bool = Fa
     """
     if not isinstance(network, nn.Module):
         raise TypeError(
-            f"simulated_replicate copies an nn.Module, got {type(network).__name__}; pass your model"
+            _("simulated_replicate copies an nn.Module, got {type_name}; pass your model").format(
+                type_name=type(network).__name__
+            )
         )
     num_replicas = _check_num_devices(num_replicas)
     params = list(network.parameters())
@@ -278,21 +310,24 @@ def simulated_parallel_apply(
     """
     if not isinstance(replicas, Sequence) or not replicas:
         raise ValueError(
-            "replicas is a non-empty list of modules, as simulated_replicate returns it, "
-            f"not {reprlib.repr(replicas)}"
+            _(
+                "replicas is a non-empty list of modules, as simulated_replicate returns it, not {replicas}"
+            ).format(replicas=reprlib.repr(replicas))
         )
     if not all(isinstance(replica, nn.Module) for replica in replicas):
-        raise TypeError("every replica must be an nn.Module; make them with simulated_replicate(model, n)")
+        raise TypeError(_("every replica must be an nn.Module; make them with simulated_replicate(model, n)"))
     if not isinstance(inputs, Sequence) or (kwargs_tup is not None and not isinstance(kwargs_tup, Sequence)):
         raise TypeError(
-            "inputs (and kwargs_tup) hold one entry per replica, as simulated_scatter_kwargs returns them"
+            _("inputs (and kwargs_tup) hold one entry per replica, as simulated_scatter_kwargs returns them")
         )
     if kwargs_tup is None:
         kwargs_tup = [{} for _ in replicas]
     if not len(replicas) == len(inputs) == len(kwargs_tup):
         raise ValueError(
-            f"{len(replicas)} replicas, {len(inputs)} inputs and {len(kwargs_tup)} kwargs: "
-            "parallel_apply needs one input and one kwargs dict per replica"
+            _(
+                "{replicas} replicas, {inputs} inputs and {kwargs} kwargs: "
+                "parallel_apply needs one input and one kwargs dict per replica"
+            ).format(replicas=len(replicas), inputs=len(inputs), kwargs=len(kwargs_tup))
         )
     outputs = []
     for i, (replica, args, kwargs) in enumerate(zip(replicas, inputs, kwargs_tup, strict=True)):
@@ -301,7 +336,7 @@ def simulated_parallel_apply(
         try:
             outputs.append(replica(*args, **kwargs))
         except Exception as err:
-            err.add_note(f"(raised in simulated replica {i}, which stands for GPU {i})")
+            err.add_note(_("(raised in simulated replica {i}, which stands for GPU {i})").format(i=i))
             raise
     return outputs
 
@@ -316,8 +351,10 @@ def simulated_gather(outputs: Sequence[Any], dim: int = 0) -> Any:
     dim = _check_dim(dim)
     if isinstance(outputs, str | bytes) or not isinstance(outputs, Sequence) or not outputs:
         raise ValueError(
-            "outputs is the non-empty list of the replicas' outputs, one per replica, as "
-            f"simulated_parallel_apply returns it; got {reprlib.repr(outputs)}"
+            _(
+                "outputs is the non-empty list of the replicas' outputs, one per replica, as "
+                "simulated_parallel_apply returns it; got {outputs}"
+            ).format(outputs=reprlib.repr(outputs))
         )
 
     def gather_map(outputs: Sequence[Any]) -> Any:
@@ -376,8 +413,10 @@ class SimulatedDataParallel(nn.Module):
         super().__init__()
         if not isinstance(module, nn.Module):
             raise TypeError(
-                f"simulated_data_parallel wraps an nn.Module (like nn.DataParallel), got "
-                f"{type(module).__name__}; pass your model instance"
+                _(
+                    "simulated_data_parallel wraps an nn.Module (like nn.DataParallel), got "
+                    "{type_name}; pass your model instance"
+                ).format(type_name=type(module).__name__)
             )
         self.module = module
         self.num_devices = _check_num_devices(num_devices)
@@ -386,7 +425,7 @@ class SimulatedDataParallel(nn.Module):
 
     def extra_repr(self) -> str:
         """Say in the repr that this is a simulation and of how many GPUs."""
-        return f"num_devices={self.num_devices}, dim={self.dim}, {SIMULATION_NOTE}"
+        return f"num_devices={self.num_devices}, dim={self.dim}, {translated(SIMULATION_NOTE)}"
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         """Scatter the arguments, run one replica per piece in device order, gather the outputs."""
@@ -401,9 +440,11 @@ class SimulatedDataParallel(nn.Module):
             return self.module(*scattered[0], **module_kwargs[0])
         if len(scattered) != len(module_kwargs):
             raise ValueError(
-                f"the positional inputs split into {len(scattered)} pieces but the keyword arguments "
-                f"into {len(module_kwargs)}; nn.DataParallel fails here too (an AssertionError in "
-                "parallel_apply). Give every tensor argument the same batch size along dim"
+                _(
+                    "the positional inputs split into {positional} pieces but the keyword arguments "
+                    "into {keyword}; nn.DataParallel fails here too (an AssertionError in "
+                    "parallel_apply). Give every tensor argument the same batch size along dim"
+                ).format(positional=len(scattered), keyword=len(module_kwargs))
             )
         replicas = simulated_replicate(self.module, len(scattered), detach=not torch.is_grad_enabled())
         outputs = simulated_parallel_apply(replicas, scattered, module_kwargs)

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from course_utils.i18n import _
+
 
 def _row_counts(sizes: object) -> bool:
     """Whether `sizes` is a non-empty list of row counts: ints (not bools), none negative."""
@@ -29,13 +31,17 @@ def replica_sizes_chart(
     """
     shape = "{num_gpus: [[rows of replica 0, rows of replica 1, ...], ...]}"
     if not isinstance(tables, Mapping) or not tables:
-        raise ValueError(f"tables must be a non-empty dict {shape}, not {tables!r}")
+        raise ValueError(
+            _("tables must be a non-empty dict {shape}, not {tables!r}").format(shape=shape, tables=tables)
+        )
     if not isinstance(title, str):
-        raise TypeError(f"title is the chart's title, a str, not {title!r}")
+        raise TypeError(_("title is the chart's title, a str, not {title!r}").format(title=title))
     for gpus, batches in tables.items():
         if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
             raise ValueError(
-                f"each key of tables is a GPU count, an int of at least 1, not {gpus!r}; {shape}"
+                _("each key of tables is a GPU count, an int of at least 1, not {gpus!r}; {shape}").format(
+                    gpus=gpus, shape=shape
+                )
             )
         if (
             isinstance(batches, str)
@@ -44,8 +50,10 @@ def replica_sizes_chart(
             or not all(_row_counts(sizes) for sizes in batches)
         ):
             raise ValueError(
-                f"tables[{gpus}] needs one non-empty list of row counts (ints, at least 0) per batch, "
-                f"got {batches!r}"
+                _(
+                    "tables[{gpus}] needs one non-empty list of row counts (ints, at least 0) per batch, "
+                    "got {batches!r}"
+                ).format(gpus=gpus, batches=batches)
             )
     fig, axes = plt.subplots(1, len(tables), figsize=(2.6 * len(tables), 2.6), sharey=True, squeeze=False)
     colours = plt.get_cmap("tab10")

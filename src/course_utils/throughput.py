@@ -16,6 +16,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from torch import nn
 
+from course_utils.i18n import _
+
 __all__ = [
     "format_table",
     "make_mlp",
@@ -36,19 +38,25 @@ def _check_widths(widths: object) -> list[int]:
     """`widths` as a list of two or more positive ints, of at most MAX_PARAMETERS weights; else ValueError."""
     if isinstance(widths, str) or not isinstance(widths, Sequence):
         raise ValueError(
-            f"widths must be a list of two or more positive ints, such as (256, 10), not {widths!r}"
+            _("widths must be a list of two or more positive ints, such as (256, 10), not {widths!r}").format(
+                widths=widths
+            )
         )
     widths = list(widths)
     if len(widths) < 2 or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
         raise ValueError(
-            f"widths must be two or more positive ints (input, hidden..., output), not {widths!r}"
+            _("widths must be two or more positive ints (input, hidden..., output), not {widths!r}").format(
+                widths=widths
+            )
         )
     parameters = sum((n_in + 1) * n_out for n_in, n_out in itertools.pairwise(widths))
     if parameters > MAX_PARAMETERS:
         raise ValueError(
-            f"widths {widths!r} make a model of {parameters:.3g} parameters "
-            f"({parameters * 4 / 2**30:.0f} GiB of float32 weights); the benchmark needs a few million "
-            "at most, e.g. (256, 256, 256, 10)"
+            _(
+                "widths {widths!r} make a model of {parameters:.3g} parameters "
+                "({gib:.0f} GiB of float32 weights); the benchmark needs a few million "
+                "at most, e.g. (256, 256, 256, 10)"
+            ).format(widths=widths, parameters=parameters, gib=parameters * 4 / 2**30)
         )
     return widths
 
@@ -76,12 +84,18 @@ def median_and_iqr(times: Sequence[float]) -> tuple[float, float]:
     spread, and one slow outlier moves neither much (unlike the mean).
     """
     if isinstance(times, str) or not isinstance(times, Sequence):
-        raise ValueError(f"times must be a list of step times in seconds, not {times!r}")
+        raise ValueError(
+            _("times must be a list of step times in seconds, not {times!r}").format(times=times)
+        )
     if not all(isinstance(t, int | float) and not isinstance(t, bool) and 0 <= t < math.inf for t in times):
-        raise ValueError(f"times must be finite numbers of seconds, at least 0, got {list(times)!r}")
+        raise ValueError(
+            _("times must be finite numbers of seconds, at least 0, got {times!r}").format(times=list(times))
+        )
     values = [float(t) for t in times]
     if len(values) < 2:
-        raise ValueError(f"need at least 2 times for a median and an IQR, got {len(values)}")
+        raise ValueError(
+            _("need at least 2 times for a median and an IQR, got {count}").format(count=len(values))
+        )
     q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return q2, q3 - q1
 
@@ -95,25 +109,39 @@ def throughput_row(label: str, results: Sequence[Mapping[str, Any]]) -> dict[str
     """
     if not isinstance(label, str):
         raise ValueError(
-            f"label names the configuration in the table, a str such as '2 processes', not {label!r}"
+            _(
+                "label names the configuration in the table, a str such as '2 processes', not {label!r}"
+            ).format(label=label)
         )
     if isinstance(results, str) or not isinstance(results, Sequence) or not results:
         raise ValueError(
-            "results must be the non-empty list that launch(ddp_throughput_worker, ...) returned, "
-            f"not {results!r}"
+            _(
+                "results must be the non-empty list that launch(ddp_throughput_worker, ...) returned, "
+                "not {results!r}"
+            ).format(results=results)
         )
     for result in results:
         if not isinstance(result, Mapping) or not _RESULT_KEYS <= result.keys():
             raise ValueError(
-                "each result is the dict one ddp_throughput_worker rank returned "
-                f"(with {sorted(_RESULT_KEYS)}); pass what launch(ddp_throughput_worker, ...) returned"
+                _(
+                    "each result is the dict one ddp_throughput_worker rank returned "
+                    "(with {keys}); pass what launch(ddp_throughput_worker, ...) returned"
+                ).format(keys=sorted(_RESULT_KEYS))
             )
     world = results[0]["world_size"]
     if len(results) != world or sorted(r["rank"] for r in results) != list(range(world)):
-        raise ValueError(f"expected one result per rank 0..{world - 1}, got {len(results)}")
+        raise ValueError(
+            _("expected one result per rank 0..{last}, got {count}").format(
+                last=world - 1, count=len(results)
+            )
+        )
     steps = {len(r["step_times"]) for r in results}
     if len(steps) != 1:
-        raise ValueError(f"the ranks timed different numbers of steps ({sorted(steps)}); they must be equal")
+        raise ValueError(
+            _("the ranks timed different numbers of steps ({steps}); they must be equal").format(
+                steps=sorted(steps)
+            )
+        )
     per_rank = [median_and_iqr(r["step_times"]) for r in results]
     slowest = max(range(world), key=lambda i: per_rank[i][0])
     median, iqr = per_rank[slowest]
@@ -133,16 +161,22 @@ def _check_rows(rows: object) -> None:
     """ValueError unless `rows` is a non-empty list of `throughput_row` results."""
     if isinstance(rows, str) or not isinstance(rows, Sequence) or not rows:
         raise ValueError(
-            f"rows must be the non-empty list of rows that throughput_row returned, not {rows!r}"
+            _("rows must be the non-empty list of rows that throughput_row returned, not {rows!r}").format(
+                rows=rows
+            )
         )
     if not all(isinstance(row, Mapping) and _ROW_KEYS <= row.keys() for row in rows):
-        raise ValueError(f"each row is a dict that throughput_row returned (with {sorted(_ROW_KEYS)})")
+        raise ValueError(
+            _("each row is a dict that throughput_row returned (with {keys})").format(keys=sorted(_ROW_KEYS))
+        )
     for row in rows:
         speed = row["samples_per_s"]
         if isinstance(speed, bool) or not isinstance(speed, int | float) or not (0 < speed < math.inf):
             raise ValueError(
-                f"samples_per_s must be a positive number of samples per second, not {speed!r} "
-                f"(row {row['config']!r}); pass the rows that throughput_row returned"
+                _(
+                    "samples_per_s must be a positive number of samples per second, not {speed!r} "
+                    "(row {config!r}); pass the rows that throughput_row returned"
+                ).format(speed=speed, config=row["config"])
             )
 
 
@@ -173,7 +207,7 @@ def throughput_chart(rows: Sequence[Mapping[str, Any]], title: str = "Training t
 
     _check_rows(rows)
     if not isinstance(title, str):
-        raise ValueError(f"title is the chart's title, a str, not {title!r}")
+        raise ValueError(_("title is the chart's title, a str, not {title!r}").format(title=title))
     fig, ax = plt.subplots(figsize=(5.2, 2.6))
     labels = [row["config"] for row in rows]
     values = [row["samples_per_s"] for row in rows]

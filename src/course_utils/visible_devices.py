@@ -33,13 +33,14 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from course_utils.gpus import MIB, Inventory, cuda_driver_started, whole_number
+from course_utils.i18n import N_, _, translated
 
 VAR = "CUDA_VISIBLE_DEVICES"
 ORDER_VAR = "CUDA_DEVICE_ORDER"
 _LEADING_INT = re.compile(r"[+-]?[0-9]+")
 _PLAIN_INDEX = re.compile(r"[0-9]+")
 _UUID_BODY_MIN = 8  # hex digits before the first dash of a UUID: enough to tell a UUID from a word
-MIG_NOT_MODELLED = (
+MIG_NOT_MODELLED = N_(
     "MIG instance: not modelled by this course (an inventory lists whole GPUs; "
     "MIG ids come from `nvidia-smi -L`)"
 )
@@ -59,16 +60,24 @@ def _check(value: object, inventory: object = Inventory, *, unset: bool = True) 
     """TypeError unless `value` is what the variable holds (text; None too where `unset` is allowed)
     and `inventory`, when given, is an Inventory (the class itself stands for "not given")."""
     if not (isinstance(value, str) or (unset and value is None)):
-        none = ", None means unset" if unset else ""
+        none = _(", None means unset") if unset else ""
         number = isinstance(value, int) and not isinstance(value, bool)
-        written = f"write it as {str(value)!r}" if number else "visible_devices_value([0, 4]) writes one"
+        written = (
+            _("write it as {text!r}").format(text=str(value))
+            if number
+            else _("visible_devices_value([0, 4]) writes one")
+        )
         raise TypeError(
-            f"CUDA_VISIBLE_DEVICES holds text: pass a str such as '0,4' ('' hides every GPU{none}), "
-            f"not {value!r} ({type(value).__name__}); {written}."
+            _(
+                "CUDA_VISIBLE_DEVICES holds text: pass a str such as '0,4' ('' hides every GPU{none}), "
+                "not {value!r} ({type_name}); {written}."
+            ).format(none=none, value=value, type_name=type(value).__name__, written=written)
         )
     if inventory is not Inventory and not isinstance(inventory, Inventory):
         raise TypeError(
-            f"inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
+            _(
+                "inventory must be an Inventory (nvml_inventory() or demo_inventory()), not {inventory!r}."
+            ).format(inventory=inventory)
         )
 
 
@@ -149,7 +158,7 @@ def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
     if value is None:
         return [gpu.index for gpu in inventory.gpus]
     if value.startswith("MIG-"):
-        raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: {MIG_NOT_MODELLED}.")
+        raise ValueError(f"CUDA_VISIBLE_DEVICES={value!r}: {translated(MIG_NOT_MODELLED)}.")
     if value.startswith("GPU-"):
         return _read_uuids(value, inventory)
     return _read_indices(value, inventory)
@@ -158,13 +167,13 @@ def cuda_semantics(value: str | None, inventory: Inventory) -> list[int]:
 def _describe_valid(inventory: Inventory) -> str:
     """One sentence listing the ids an inventory accepts."""
     if not inventory.gpus:
-        return "this inventory has no GPU, so the only valid value is the empty string (no GPU)"
+        return _("this inventory has no GPU, so the only valid value is the empty string (no GPU)")
     last = len(inventory.gpus) - 1
     example = inventory.gpus[0].uuid[:12]
-    return (
-        f"valid entries are the indices 0-{last} or GPU UUIDs from the inventory "
-        f"(a unique prefix such as {example!r} is enough)"
-    )
+    return _(
+        "valid entries are the indices 0-{last} or GPU UUIDs from the inventory "
+        "(a unique prefix such as {example!r} is enough)"
+    ).format(last=last, example=example)
 
 
 def _uuid_hint(entry: str, inventory: Inventory) -> str | None:
@@ -179,17 +188,23 @@ def _uuid_hint(entry: str, inventory: Inventory) -> str | None:
     if not entry.startswith("GPU-"):
         leading = _strtoul(entry)
         cuda = (
-            f"CUDA would read only its leading digits, as GPU {leading}"
+            _("CUDA would read only its leading digits, as GPU {leading}").format(leading=leading)
             if leading >= 0
-            else "CUDA would find no number in it and stop there"
+            else _("CUDA would find no number in it and stop there")
         )
-        missing = "without its 'GPU-' prefix" if body == entry else f"with {entry[:4]!r} for 'GPU-'"
-        return f"looks like the UUID of GPU {matches[0]} {missing} ({cuda}); write it as {fixed!r}."
-    return (
-        f"looks like the UUID of GPU {matches[0]} in upper case; UUIDs are lower-case hex, as "
+        missing = (
+            _("without its 'GPU-' prefix")
+            if body == entry
+            else _("with {start!r} for 'GPU-'").format(start=entry[:4])
+        )
+        return _("looks like the UUID of GPU {gpu} {missing} ({cuda}); write it as {fixed!r}.").format(
+            gpu=matches[0], missing=missing, cuda=cuda, fixed=fixed
+        )
+    return _(
+        "looks like the UUID of GPU {gpu} in upper case; UUIDs are lower-case hex, as "
         "`nvidia-smi -L` prints them, and PyTorch compares them case-sensitively (NVIDIA does "
-        f"not document other cases): write it as {fixed!r}."
-    )
+        "not document other cases): write it as {fixed!r}."
+    ).format(gpu=matches[0], fixed=fixed)
 
 
 def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
@@ -214,50 +229,78 @@ def parse_visible_devices(value: str | None, inventory: Inventory) -> list[int]:
     uuids = entries[0].strip().startswith("GPU-")
     chosen: list[int] = []
     for position, raw in enumerate(entries, start=1):
-        where = f"CUDA_VISIBLE_DEVICES={value!r}: entry {position} ({raw!r})"
+        where = _("CUDA_VISIBLE_DEVICES={value!r}: entry {position} ({raw!r})").format(
+            value=value, position=position, raw=raw
+        )
         entry = raw.strip()
         if entry != raw:
-            raise ValueError(f"{where} has spaces around it; write the list without spaces, e.g. '0,4'.")
+            raise ValueError(
+                _("{where} has spaces around it; write the list without spaces, e.g. '0,4'.").format(
+                    where=where
+                )
+            )
         if entry == "":
-            raise ValueError(f"{where} is empty; remove the extra comma. To hide every GPU, set ''.")
+            raise ValueError(
+                _("{where} is empty; remove the extra comma. To hide every GPU, set ''.").format(where=where)
+            )
         if entry == "-1" or (entry.startswith("-") and _PLAIN_INDEX.fullmatch(entry[1:])):
             raise ValueError(
-                f"{where} is negative. CUDA stops reading at it, so every entry from here on is "
-                "ignored; to hide every GPU write the empty string '' instead of '-1'."
+                _(
+                    "{where} is negative. CUDA stops reading at it, so every entry from here on is "
+                    "ignored; to hide every GPU write the empty string '' instead of '-1'."
+                ).format(where=where)
             )
         if entry.startswith("MIG-"):
             raise ValueError(
-                f"{where} names a MIG instance; the inventory lists whole GPUs only. "
-                "List MIG instances with `nvidia-smi -L` (`MIG-<uuid>`, or `MIG-GPU-<uuid>/<gi>/<ci>` "
-                "on drivers before R470) and set their ids outside the course's tools; a CUDA "
-                "process uses only one MIG instance."
+                _(
+                    "{where} names a MIG instance; the inventory lists whole GPUs only. "
+                    "List MIG instances with `nvidia-smi -L` (`MIG-<uuid>`, or `MIG-GPU-<uuid>/<gi>/<ci>` "
+                    "on drivers before R470) and set their ids outside the course's tools; a CUDA "
+                    "process uses only one MIG instance."
+                ).format(where=where)
             )
         hint = _uuid_hint(entry, inventory)
         if hint is not None:
             raise ValueError(f"{where} {hint}")
         if uuids != entry.startswith("GPU-"):
             raise ValueError(
-                f"{where} mixes GPU UUIDs and indices; CUDA stops at the first entry of the other "
-                f"kind. Use one kind for the whole list; {valid}."
+                _(
+                    "{where} mixes GPU UUIDs and indices; CUDA stops at the first entry of the other "
+                    "kind. Use one kind for the whole list; {valid}."
+                ).format(where=where, valid=valid)
             )
         if uuids:
             matches = _uuid_matches(entry, inventory)
             if not matches:
-                raise ValueError(f"{where} matches no GPU UUID of the inventory; {valid}.")
+                raise ValueError(
+                    _("{where} matches no GPU UUID of the inventory; {valid}.").format(
+                        where=where, valid=valid
+                    )
+                )
             if len(matches) > 1:
                 raise ValueError(
-                    f"{where} is a prefix of {len(matches)} UUIDs (GPUs {matches}); write more of it."
+                    _("{where} is a prefix of {count} UUIDs (GPUs {matches}); write more of it.").format(
+                        where=where, count=len(matches), matches=matches
+                    )
                 )
             index = matches[0]
         else:
             if not _PLAIN_INDEX.fullmatch(entry):
-                raise ValueError(f"{where} is not a GPU index or a GPU UUID; {valid}.")
+                raise ValueError(
+                    _("{where} is not a GPU index or a GPU UUID; {valid}.").format(where=where, valid=valid)
+                )
             index = _strtoul(entry)  # digits only here; one too long for int() counts as too big
             if index >= len(inventory.gpus):
-                raise ValueError(f"{where}: there is no GPU {index} in the inventory; {valid}.")
+                raise ValueError(
+                    _("{where}: there is no GPU {index} in the inventory; {valid}.").format(
+                        where=where, index=index, valid=valid
+                    )
+                )
         if index in chosen:
             raise ValueError(
-                f"{where} repeats GPU {index}; name each GPU once (CUDA does not accept a repeat)."
+                _("{where} repeats GPU {index}; name each GPU once (CUDA does not accept a repeat).").format(
+                    where=where, index=index
+                )
             )
         chosen.append(index)
     return chosen
@@ -275,19 +318,25 @@ def physical_of(logical: int, value: str | None, inventory: Inventory) -> int:
     """
     if isinstance(logical, str):
         raise ValueError(
-            f"logical is the number k of cuda:k, an int: physical_of(0, ...) for cuda:0, not {logical!r}; "
-            "the second argument is the CUDA_VISIBLE_DEVICES text."
+            _(
+                "logical is the number k of cuda:k, an int: physical_of(0, ...) for cuda:0, not {logical!r}; "
+                "the second argument is the CUDA_VISIBLE_DEVICES text."
+            ).format(logical=logical)
         )
-    logical = whole_number(logical, "logical (the k of cuda:k)")
+    logical = whole_number(logical, _("logical (the k of cuda:k)"))
     mapping = logical_to_physical(value, inventory)
     if logical not in mapping:
         if not mapping:
             raise ValueError(
-                f"CUDA_VISIBLE_DEVICES={value!r} leaves no GPU visible, so there is no cuda:{logical}."
+                _(
+                    "CUDA_VISIBLE_DEVICES={value!r} leaves no GPU visible, so there is no cuda:{logical}."
+                ).format(value=value, logical=logical)
             )
         raise ValueError(
-            f"CUDA_VISIBLE_DEVICES={value!r} makes {len(mapping)} GPU(s) visible: "
-            f"cuda:0 to cuda:{len(mapping) - 1}; there is no cuda:{logical}."
+            _(
+                "CUDA_VISIBLE_DEVICES={value!r} makes {count} GPU(s) visible: "
+                "cuda:0 to cuda:{last}; there is no cuda:{logical}."
+            ).format(value=value, count=len(mapping), last=len(mapping) - 1, logical=logical)
         )
     return mapping[logical]
 
@@ -296,12 +345,20 @@ def mapping_lines(value: str | None, inventory: Inventory) -> list[str]:
     """Readable lines `cuda:k -> physical GPU i (name, bus id, free memory)` for `value`."""
     mapping = logical_to_physical(value, inventory)
     if not mapping:
-        return ["no GPU is visible: torch.cuda.device_count() == 0, PyTorch runs on the CPU"]
+        return [_("no GPU is visible: torch.cuda.device_count() == 0, PyTorch runs on the CPU")]
     lines = []
     for logical, physical in mapping.items():
         gpu = inventory.gpus[physical]
-        free = "free memory unknown" if gpu.memory_free is None else f"{gpu.memory_free // MIB} MiB free"
-        lines.append(f"cuda:{logical} -> physical GPU {physical} ({gpu.name}, bus {gpu.pci_bus_id}, {free})")
+        free = (
+            _("free memory unknown")
+            if gpu.memory_free is None
+            else _("{mib} MiB free").format(mib=gpu.memory_free // MIB)
+        )
+        lines.append(
+            _("cuda:{logical} -> physical GPU {physical} ({name}, bus {bus}, {free})").format(
+                logical=logical, physical=physical, name=gpu.name, bus=gpu.pci_bus_id, free=free
+            )
+        )
     return lines
 
 
@@ -313,20 +370,31 @@ def choose_by_free_memory(inventory: Inventory, n: int) -> list[int]:
     (a lost GPU, no permission) are never chosen.
     """
     _check(None, inventory)
-    n = whole_number(n, "n, the number of GPUs to choose,")
+    n = whole_number(n, _("n, the number of GPUs to choose,"))
     count = len(inventory.gpus)
     if count == 0:
-        raise ValueError("the inventory has no GPU to choose from; run on the CPU or use demo_inventory().")
+        raise ValueError(
+            _("the inventory has no GPU to choose from; run on the CPU or use demo_inventory().")
+        )
     known = [gpu for gpu in inventory.gpus if gpu.memory_free is not None]
     unknown = [gpu.index for gpu in inventory.gpus if gpu.memory_free is None]
     if not 1 <= n <= len(known):
-        skipped = f", {len(known)} of them with known free memory (not GPUs {unknown})" if unknown else ""
+        skipped = (
+            _(", {known} of them with known free memory (not GPUs {unknown})").format(
+                known=len(known), unknown=unknown
+            )
+            if unknown
+            else ""
+        )
         raise ValueError(
-            f"cannot choose {n} GPU(s): the inventory has {count}{skipped}; "
-            f"choose between 1 and {len(known)}."
+            _(
+                "cannot choose {n} GPU(s): the inventory has {count}{skipped}; choose between 1 and {known}."
+            ).format(n=n, count=count, skipped=skipped, known=len(known))
             if known
-            else f"cannot choose {n} GPU(s): NVML could not read the memory of any of the {count} GPUs "
-            "(see smi_table for why)."
+            else _(
+                "cannot choose {n} GPU(s): NVML could not read the memory of any of the {count} GPUs "
+                "(see smi_table for why)."
+            ).format(n=n, count=count)
         )
     ranked = sorted(known, key=lambda gpu: (-(gpu.memory_free or 0), gpu.index))
     return [gpu.index for gpu in ranked[:n]]
@@ -339,20 +407,28 @@ def visible_devices_value(indices: Sequence[int]) -> str:
     """
     if isinstance(indices, str | bytes | AbstractSet | Mapping) or not isinstance(indices, Iterable):
         raise TypeError(
-            f"indices is a list of physical GPU numbers such as [3, 6], not {indices!r}; "
-            "a value that is already text needs no conversion."
+            _(
+                "indices is a list of physical GPU numbers such as [3, 6], not {indices!r}; "
+                "a value that is already text needs no conversion."
+            ).format(indices=indices)
         )
     indices = list(indices)  # an iterator is read once, and named whole in the errors below
     numbers: list[int] = []
     for item in indices:
-        index = whole_number(item, "each GPU index")
+        index = whole_number(item, _("each GPU index"))
         if index < 0:
             raise ValueError(
-                f"GPU index {index} in {list(indices)!r} is negative; physical GPUs are numbered from 0 "
-                "(for no GPU at all, pass [])."
+                _(
+                    "GPU index {index} in {indices!r} is negative; physical GPUs are numbered from 0 "
+                    "(for no GPU at all, pass [])."
+                ).format(index=index, indices=list(indices))
             )
         if index in numbers:
-            raise ValueError(f"GPU {index} comes twice in {list(indices)!r}; name each GPU once.")
+            raise ValueError(
+                _("GPU {index} comes twice in {indices!r}; name each GPU once.").format(
+                    index=index, indices=list(indices)
+                )
+            )
         numbers.append(index)
     return ",".join(map(str, numbers))
 
@@ -371,25 +447,27 @@ class DeviceOrder:
 
     def explain(self) -> str:
         """One paragraph on what the order in force means for integer ids."""
-        shown = "unset" if self.raw is None else f"{self.raw!r}"
+        shown = _("unset") if self.raw is None else f"{self.raw!r}"
         if self.matches_nvidia_smi:
-            return (
-                f"CUDA_DEVICE_ORDER is {shown}: CUDA numbers GPUs by PCI bus id, like nvidia-smi and "
+            return _(
+                "CUDA_DEVICE_ORDER is {shown}: CUDA numbers GPUs by PCI bus id, like nvidia-smi and "
                 "NVML, so CUDA_VISIBLE_DEVICES=2 is the GPU nvidia-smi calls 2."
-            )
-        note = "" if self.raw in (None, "FASTEST_FIRST") else " (an unknown value counts as the default)"
-        return (
-            f"CUDA_DEVICE_ORDER is {shown}{note}: CUDA numbers GPUs fastest first, so on a machine "
+            ).format(shown=shown)
+        note = "" if self.raw in (None, "FASTEST_FIRST") else _(" (an unknown value counts as the default)")
+        return _(
+            "CUDA_DEVICE_ORDER is {shown}{note}: CUDA numbers GPUs fastest first, so on a machine "
             "with different GPU models CUDA_VISIBLE_DEVICES=0 may be another GPU than nvidia-smi's 0. "
             "Set CUDA_DEVICE_ORDER=PCI_BUS_ID (or use UUIDs) to make the numbers agree."
-        )
+        ).format(shown=shown, note=note)
 
 
 def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
     """The device order in force for CUDA started with `environ` (default: this process's environment)."""
     if environ is not None and not isinstance(environ, Mapping):
         raise TypeError(
-            f"environ is a dict-like environment such as os.environ (None: this one), not {environ!r}"
+            _(
+                "environ is a dict-like environment such as os.environ (None: this one), not {environ!r}"
+            ).format(environ=environ)
         )
     env = os.environ if environ is None else environ
     raw = env.get(ORDER_VAR)
@@ -402,8 +480,10 @@ def script_header(value: str) -> str:
     _check(value, unset=False)
     if any(c in value for c in "\"'\\") or not value.isprintable():
         raise ValueError(
-            f"CUDA_VISIBLE_DEVICES holds GPU indices or UUIDs separated by commas, such as '0,4'; "
-            f"{value!r} holds a quote, a backslash or a control character, which no GPU id has"
+            _(
+                "CUDA_VISIBLE_DEVICES holds GPU indices or UUIDs separated by commas, such as '0,4'; "
+                "{value!r} holds a quote, a backslash or a control character, which no GPU id has"
+            ).format(value=value)
         )
     return "\n".join(
         [
@@ -428,17 +508,21 @@ def shell_command(value: str, script: str = "train.py") -> str:
     """The shell line that runs `script` with GPUs `value`, numbered as nvidia-smi numbers them."""
     _check(value, unset=False)
     if not isinstance(script, str) or not script:
-        raise TypeError(f"script must be the script's file name, such as 'train.py', not {script!r}")
+        raise TypeError(
+            _("script must be the script's file name, such as 'train.py', not {script!r}").format(
+                script=script
+            )
+        )
     return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={shlex.quote(value)} python {script}"
 
 
-TOO_LATE = (
+TOO_LATE = N_(
     "CUDA is already initialised in this process, so it has read CUDA_VISIBLE_DEVICES and will "
     "never read it again: setting it now to {value!r} would silently change nothing. Set it before "
     "the first CUDA call (at the top of the script, or in the shell: {command}), or run the work in "
     "a new process with run_python(code, env={{'CUDA_VISIBLE_DEVICES': {value!r}}})."
 )
-DRIVER_STARTED = (
+DRIVER_STARTED = N_(
     "the CUDA driver has already started in this process (cuInit ran, e.g. in "
     "torch.cuda.is_available(), although torch.cuda.is_initialized() is still False), so it has read "
     "CUDA_VISIBLE_DEVICES and will never read it again: setting it now to {value!r} would silently "
@@ -471,25 +555,32 @@ def set_visible_devices(
     _check(value, unset=False)
     if environ is not None and not isinstance(environ, MutableMapping):
         raise TypeError(
-            f"environ is a dict-like environment to set the variable in (None: os.environ), not {environ!r}"
+            _(
+                "environ is a dict-like environment to set the variable in (None: os.environ), "
+                "not {environ!r}"
+            ).format(environ=environ)
         )
     if not (cuda_initialized is None or isinstance(cuda_initialized, bool)):
         raise TypeError(
-            f"cuda_initialized is None (look at this process), True or False, not {cuda_initialized!r}"
+            _(
+                "cuda_initialized is None (look at this process), True or False, not {cuda_initialized!r}"
+            ).format(cuda_initialized=cuda_initialized)
         )
     if not isinstance(pci_bus_order, bool):
-        raise TypeError(f"pci_bus_order is True or False, not {pci_bus_order!r}")
+        raise TypeError(
+            _("pci_bus_order is True or False, not {pci_bus_order!r}").format(pci_bus_order=pci_bus_order)
+        )
     env = os.environ if environ is None else environ
     if inventory is not None:
         parse_visible_devices(value, inventory)
     command = shell_command(value)
     if cuda_initialized is None:
         if _cuda_initialized():
-            raise RuntimeError(TOO_LATE.format(value=value, command=command))
+            raise RuntimeError(translated(TOO_LATE).format(value=value, command=command))
         if cuda_driver_started():
-            raise RuntimeError(DRIVER_STARTED.format(value=value, command=command))
+            raise RuntimeError(translated(DRIVER_STARTED).format(value=value, command=command))
     elif cuda_initialized:
-        raise RuntimeError(TOO_LATE.format(value=value, command=command))
+        raise RuntimeError(translated(TOO_LATE).format(value=value, command=command))
     previous = env.get(VAR)
     env[VAR] = value
     if pci_bus_order:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.i18n import _
 from course_utils.processes.supervision import KILL, check_timeout, child_env, signal_group
 from course_utils.processes.watchdog import mark, release_group, watch_group
 
@@ -155,12 +156,18 @@ def run_python(
     killed with everything it started (the whole group), and ChildPythonError is raised.
     """
     if not isinstance(code, str) or not code.strip():
-        raise ValueError("run_python needs the Python code to run, as a non-empty string")
+        raise ValueError(_("run_python needs the Python code to run, as a non-empty string"))
     if not isinstance(stdin, bytes):
-        raise TypeError(f"stdin must be bytes (e.g. pickle.dumps(obj)), not {type(stdin).__name__}")
+        raise TypeError(
+            _("stdin must be bytes (e.g. pickle.dumps(obj)), not {stdin_type}").format(
+                stdin_type=type(stdin).__name__
+            )
+        )
     for arg in args:
         if isinstance(arg, bool) or not isinstance(arg, str | os.PathLike | int):
-            raise TypeError(f"args must be strings, paths or whole numbers for sys.argv, not {arg!r}")
+            raise TypeError(
+                _("args must be strings, paths or whole numbers for sys.argv, not {arg!r}").format(arg=arg)
+            )
     timeout = check_timeout(timeout)
     command = [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)]
     # Plain tracebacks (Python 3.13 colours them); the watchdog's mark last, so env cannot drop it.
@@ -187,8 +194,10 @@ def run_python(
             child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ChildPythonError(
-                f"the child Python did not finish within {timeout:g} s and was killed; "
-                "pass a larger timeout or check the code for a wait that never ends"
+                _(
+                    "the child Python did not finish within {timeout:g} s and was killed; "
+                    "pass a larger timeout or check the code for a wait that never ends"
+                ).format(timeout=timeout)
             ) from None
         finally:  # what it started is stopped with it, also when it has ended
             signal_group(child.pid, KILL, running=child.poll() is None)
@@ -203,7 +212,11 @@ def run_python(
     stderr = shorten_builtin_modules(mask_machine_paths(err.decode("utf-8", errors="replace")))
     if check:
         raise ChildPythonError(
-            f"the child Python exited with status {child.returncode}; its stderr:\n{stderr}"
+            _("the child Python exited with status {status}; its stderr:\n{stderr}").format(
+                status=child.returncode, stderr=stderr
+            )
         )
-    error = last_error_line(stderr) or f"the child exited with status {child.returncode}, printing no error"
+    error = last_error_line(stderr) or _("the child exited with status {status}, printing no error").format(
+        status=child.returncode
+    )
     return ChildRun(returncode=child.returncode, stdout=stdout, error=error)

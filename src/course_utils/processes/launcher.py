@@ -55,6 +55,7 @@ import torch
 from torch.distributed import TCPStore
 
 from course_utils.gpus import cuda_driver_started
+from course_utils.i18n import N_, _, translated
 from course_utils.processes.supervision import (
     FORK_WARNING,
     KILL,
@@ -149,23 +150,29 @@ class WorkerError(LaunchError):
         self.traceback = traceback
         self.hint = hint
         self.also_failed = dict(also_failed or {})
-        what = f"raised {exc_type}: {message}" if exc_type else message
-        lines = [f"rank {rank} of {world_size} {what}"]
+        what = (
+            _("raised {exc_type}: {message}").format(exc_type=exc_type, message=message)
+            if exc_type
+            else message
+        )
+        lines = [_("rank {rank} of {world_size} {what}").format(rank=rank, world_size=world_size, what=what)]
         if hint:
             lines.append(hint)
         if self.also_failed:
             others = ", ".join(
-                f"rank {r} ({e.exc_type or 'died'})" for r, e in sorted(self.also_failed.items())
+                f"rank {r} ({e.exc_type or _('died')})" for r, e in sorted(self.also_failed.items())
             )
-            lines.append(f"Also failed: {others}; see the error's `.also_failed`.")
+            lines.append(_("Also failed: {others}; see the error's `.also_failed`.").format(others=others))
         if traceback:
             lines.append(
-                "The other ranks were stopped. The worker's traceback is in the error's "
-                "`.traceback`, and shown above this error when it is not caught."
+                _(
+                    "The other ranks were stopped. The worker's traceback is in the error's "
+                    "`.traceback`, and shown above this error when it is not caught."
+                )
             )
             self.__cause__ = RemoteTraceback(traceback)
         else:
-            lines.append("The other ranks were stopped.")
+            lines.append(_("The other ranks were stopped."))
         super().__init__("\n".join(lines))
 
 
@@ -183,9 +190,11 @@ class LaunchTimeoutError(LaunchError):
         self.timeout = timeout
         ranks = ", ".join(str(r) for r in self.running)
         super().__init__(
-            f"timed out after {timeout:g} s: rank(s) {ranks} of {world_size} were still running "
-            "and were stopped. A rank waiting for ever is usually blocked in a collective that "
-            "another rank never called."
+            _(
+                "timed out after {timeout:g} s: rank(s) {ranks} of {world_size} were still running "
+                "and were stopped. A rank waiting for ever is usually blocked in a collective that "
+                "another rank never called."
+            ).format(timeout=timeout, ranks=ranks, world_size=world_size)
         )
 
 
@@ -210,15 +219,35 @@ def torchrun_env(
     """
     for name, value in (("rank", rank), ("world_size", world_size), ("master_port", master_port)):
         if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name} must be a whole number (an int such as 2), not {value!r}")
+            raise TypeError(
+                _("{name} must be a whole number (an int such as 2), not {value!r}").format(
+                    name=name, value=value
+                )
+            )
     if world_size < 1:
-        raise ValueError(f"world_size must be the number of processes, at least 1, not {world_size}")
+        raise ValueError(
+            _("world_size must be the number of processes, at least 1, not {world_size}").format(
+                world_size=world_size
+            )
+        )
     if not isinstance(master_addr, str) or not master_addr:
-        raise TypeError(f"master_addr must be an address such as {LOOPBACK!r}, not {master_addr!r}")
+        raise TypeError(
+            _("master_addr must be an address such as {loopback!r}, not {master_addr!r}").format(
+                loopback=LOOPBACK, master_addr=master_addr
+            )
+        )
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in 0..{world_size - 1} for world_size={world_size}, not {rank}")
+        raise ValueError(
+            _("rank must be in 0..{last} for world_size={world_size}, not {rank}").format(
+                last=world_size - 1, world_size=world_size, rank=rank
+            )
+        )
     if not 1 <= master_port <= 65535:
-        raise ValueError(f"master_port must be a port number from 1 to 65535, not {master_port}")
+        raise ValueError(
+            _("master_port must be a port number from 1 to 65535, not {master_port}").format(
+                master_port=master_port
+            )
+        )
     env = {
         "RANK": str(rank),
         "LOCAL_RANK": str(rank),  # one node: the local rank is the global rank
@@ -343,14 +372,16 @@ def _spawnable(fn: Callable[..., Any], args: tuple = ()) -> bool:
 def _start_method_and_reason(fn: Callable[..., Any] | None = None, args: tuple = ()) -> tuple[str, str]:
     """The start method to use here for `fn(*args)`, and why spawn ("" for fork), for error messages."""
     if "fork" not in mp.get_all_start_methods():
-        return "spawn", "This platform has no fork (Windows), so every rank is a fresh interpreter (spawn). "
+        return "spawn", _(
+            "This platform has no fork (Windows), so every rank is a fresh interpreter (spawn). "
+        )
     if _gpu_runtime_initialised():
-        return "spawn", (
+        return "spawn", _(
             "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
             "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
         )
     if _fork_loses_cuda() and (fn is None or _spawnable(fn, args)):
-        return "spawn", (
+        return "spawn", _(
             "The CUDA driver has been started in this process, and a child forked after that "
             "cannot use CUDA, so the launcher spawns fresh interpreters. "
         )
@@ -382,32 +413,50 @@ def _spawn_advice(names: Sequence[str], fn: Callable[..., Any], why: str, explic
     """The LaunchError text for notebook functions (or classes) that spawn cannot import."""
     fn_name = getattr(fn, "__name__", None)
     if list(names) == [fn_name]:
-        what = f"{fn_name!r} is defined in the notebook"
+        what = _("{fn_name!r} is defined in the notebook").format(fn_name=fn_name)
     else:
         listed = ", ".join(repr(n) for n in names)
-        verb = "is" if len(names) == 1 else "are"
-        what = f"{listed} (the worker or its arguments) {verb} defined in the notebook"
-    cannot = (
-        f"A spawned interpreter imports the worker and its arguments by name, and {what} (the "
+        if len(names) == 1:
+            what = _("{listed} (the worker or its arguments) is defined in the notebook").format(
+                listed=listed
+            )
+        else:
+            what = _("{listed} (the worker or its arguments) are defined in the notebook").format(
+                listed=listed
+            )
+    cannot = _(
+        "A spawned interpreter imports the worker and its arguments by name, and {what} (the "
         "module __main__), which a fresh interpreter cannot import. "
-    )
+    ).format(what=what)
     if explicit:
         return (
-            "You asked for method='spawn': each rank is a fresh interpreter. " + cannot + "Leave "
-            "method unset: the launcher then forks where that is safe, and fork runs functions "
-            "defined in a notebook. Or move the function into a .py file next to the notebook "
-            "and import it."
+            _("You asked for method='spawn': each rank is a fresh interpreter. ")
+            + cannot
+            + _(
+                "Leave "
+                "method unset: the launcher then forks where that is safe, and fork runs functions "
+                "defined in a notebook. Or move the function into a .py file next to the notebook "
+                "and import it."
+            )
         )
     if "fork" not in mp.get_all_start_methods():
         return (
-            why + cannot + "Move the function into a .py file next to the notebook and import "
-            "it, or run the course in WSL2 (Linux on Windows), where the launcher can fork."
+            why
+            + cannot
+            + _(
+                "Move the function into a .py file next to the notebook and import "
+                "it, or run the course in WSL2 (Linux on Windows), where the launcher can fork."
+            )
         )
     return (
-        why + cannot + "Move the function into a .py file next to the notebook and import it, or "
-        "restart the kernel and launch before anything starts CUDA (count GPUs with "
-        "torch.cuda.device_count(), which leaves the driver alone, not torch.cuda.is_available()), "
-        "so that fork can be used."
+        why
+        + cannot
+        + _(
+            "Move the function into a .py file next to the notebook and import it, or "
+            "restart the kernel and launch before anything starts CUDA (count GPUs with "
+            "torch.cuda.device_count(), which leaves the driver alone, not torch.cuda.is_available()), "
+            "so that fork can be used."
+        )
     )
 
 
@@ -420,8 +469,10 @@ def _check_spawnable(fn: Callable[..., Any], args: tuple, why: str, explicit: bo
         pickle.dumps((fn, args))
     except Exception as err:
         raise LaunchError(
-            f"spawn must pickle the worker and its args, and that failed ({type(err).__name__}: "
-            f"{err}). Use a function defined at the top level of a .py module, and picklable args."
+            _(
+                "spawn must pickle the worker and its args, and that failed ({error_type}: "
+                "{err}). Use a function defined at the top level of a .py module, and picklable args."
+            ).format(error_type=type(err).__name__, err=err)
         ) from None
 
 
@@ -467,8 +518,10 @@ def _bootstrap(
             payload = pickle.dumps(("ok", result))
         except Exception as err:
             raise TypeError(
-                f"the return value ({type(result).__name__}) cannot be pickled, so it cannot be "
-                f"sent back to the launcher: {err}. Return plain values (numbers, lists, tensors)."
+                _(
+                    "the return value ({result_type}) cannot be pickled, so it cannot be "
+                    "sent back to the launcher: {err}. Return plain values (numbers, lists, tensors)."
+                ).format(result_type=type(result).__name__, err=err)
             ) from err
         _send(conn, payload)
     except BaseException as err:
@@ -538,8 +591,10 @@ class _Inbox:
             return (
                 "error",
                 type(err).__name__,
-                f"its result could not be unpickled by the launcher ({err}); return plain values "
-                "(numbers, lists, dicts, tensors) or instances of classes the launcher can import",
+                _(
+                    "its result could not be unpickled by the launcher ({err}); return plain values "
+                    "(numbers, lists, dicts, tensors) or instances of classes the launcher can import"
+                ).format(err=err),
                 "",
             )
 
@@ -551,18 +606,18 @@ def _describe_exit(exitcode: int | None) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        return f"was killed by {name} before returning a result"
-    return f"exited with code {exitcode} before returning a result"
+        return _("was killed by {name} before returning a result").format(name=name)
+    return _("exited with code {exitcode} before returning a result").format(exitcode=exitcode)
 
 
-_FORKED_CUDA_HINT = (
+_FORKED_CUDA_HINT = N_(
     "This rank was forked from a process that had already started CUDA (torch.cuda.is_available() "
     "starts its driver; the first backward() on a machine with a GPU starts the driver and "
     "autograd's GPU threads), and a forked process can then use neither CUDA nor backward(). Put "
     "the worker in a .py file and import it (the launcher then spawns it), or restart the kernel "
     "and launch before anything starts CUDA or runs backward()."
 )
-_SPAWN_HINT = (
+_SPAWN_HINT = N_(
     "A spawned rank that exits with code 1 before sending anything usually could not load the "
     "worker: Python printed why on the launching process's stderr (the terminal, or the "
     "notebook's output). Check that the function can be imported by name from a .py file, and "
@@ -573,13 +628,25 @@ _SPAWN_HINT = (
 def _check_arguments(fn: object, nprocs: object, args: object, timeout: object) -> None:
     """Raise an error that says what to pass when launch's arguments are wrong."""
     if not callable(fn):
-        raise TypeError(f"fn must be a function to run in each process, not {type(fn).__name__}")
+        raise TypeError(
+            _("fn must be a function to run in each process, not {fn_type}").format(fn_type=type(fn).__name__)
+        )
     if not isinstance(nprocs, int) or isinstance(nprocs, bool):
-        raise TypeError(f"nprocs must be a whole number of processes (an int such as 2), not {nprocs!r}")
+        raise TypeError(
+            _("nprocs must be a whole number of processes (an int such as 2), not {nprocs!r}").format(
+                nprocs=nprocs
+            )
+        )
     if nprocs < 1:
-        raise ValueError(f"nprocs must be a whole number of processes, at least 1, not {nprocs!r}")
+        raise ValueError(
+            _("nprocs must be a whole number of processes, at least 1, not {nprocs!r}").format(nprocs=nprocs)
+        )
     if isinstance(args, str | bytes) or not isinstance(args, Sequence):
-        raise TypeError(f"args must be a tuple or list of arguments for fn, not {type(args).__name__}")
+        raise TypeError(
+            _("args must be a tuple or list of arguments for fn, not {args_type}").format(
+                args_type=type(args).__name__
+            )
+        )
     check_timeout(timeout)
 
 
@@ -646,12 +713,12 @@ def _collect(
             elif message is not None:
                 _, exc_type, text, trace = message
                 forked_cuda = method == "fork" and _forked_cuda_failure(text) and _cuda_started()
-                hint = _FORKED_CUDA_HINT if forked_cuda else ""
+                hint = translated(_FORKED_CUDA_HINT) if forked_cuda else ""
                 failures[rank] = WorkerError(rank, nprocs, exc_type, text, trace, hint)
             elif exitcode == 0:
                 results[rank] = None  # exit code 0 is success, as under torchrun
             elif exitcode is not None:
-                hint = _SPAWN_HINT if method == "spawn" and exitcode == 1 else ""
+                hint = translated(_SPAWN_HINT) if method == "spawn" and exitcode == 1 else ""
                 failures[rank] = WorkerError(rank, nprocs, None, _describe_exit(exitcode), hint=hint)
                 signal_group(proc.pid, KILL, running=False)  # what it started is of no use now
         if failures and report_at is None:
@@ -691,9 +758,15 @@ def launch(
     if method is None:
         method, why = _start_method_and_reason(fn, args)
     elif method not in ("fork", "spawn"):
-        raise ValueError(f'method must be "fork", "spawn" or None (choose), not {method!r}')
+        raise ValueError(
+            _('method must be "fork", "spawn" or None (choose), not {method!r}').format(method=method)
+        )
     elif method not in mp.get_all_start_methods():
-        raise LaunchError(f"this platform cannot start processes with {method!r}; leave method unset (None)")
+        raise LaunchError(
+            _("this platform cannot start processes with {method!r}; leave method unset (None)").format(
+                method=method
+            )
+        )
     if method == "spawn":
         _check_spawnable(fn, args, why, explicit)
     ctx = mp.get_context(method)

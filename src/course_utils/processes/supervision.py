@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import psutil
 
+from course_utils.i18n import _
+
 LOOPBACK = "127.0.0.1"
 GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when stopping processes
 POLL_SECONDS = 0.05  # between two looks at running processes
@@ -49,11 +51,17 @@ class _PortValueError(LaunchError, ValueError):
 def check_timeout(timeout: object, name: str = "timeout") -> float:
     """Return `timeout` as seconds, or raise an error that says what to pass: 0 < timeout <= a week."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"{name} must be a number of seconds, such as 60, not {timeout!r}")
+        raise TypeError(
+            _("{name} must be a number of seconds, such as 60, not {timeout!r}").format(
+                name=name, timeout=timeout
+            )
+        )
     if not (0 < timeout <= MAX_TIMEOUT and math.isfinite(timeout)):  # an int too big for a float: False
         raise ValueError(
-            f"{name} must be a positive number of seconds, at most {MAX_TIMEOUT:g} (a week), "
-            f"not {timeout!r}; pass e.g. {name}=60"
+            _(
+                "{name} must be a positive number of seconds, at most {max_timeout:g} (a week), "
+                "not {timeout!r}; pass e.g. {name}=60"
+            ).format(name=name, max_timeout=MAX_TIMEOUT, timeout=timeout)
         )
     return float(timeout)
 
@@ -64,22 +72,36 @@ def check_env(env: object) -> dict[str, str | None]:
         return {}
     if not isinstance(env, Mapping):
         raise TypeError(
-            f"env must be a mapping such as {{'OMP_NUM_THREADS': '1'}} (str to str, or None to remove "
-            f"a variable), not {type(env).__name__}"
+            _(
+                "env must be a mapping such as {{'OMP_NUM_THREADS': '1'}} (str to str, or None to remove "
+                "a variable), not {env_type}"
+            ).format(env_type=type(env).__name__)
         )
     for name, value in env.items():
         if not isinstance(name, str) or not name:
-            raise TypeError(f"env must map variable names (non-empty strings) to values; {name!r} is not one")
+            raise TypeError(
+                _("env must map variable names (non-empty strings) to values; {name!r} is not one").format(
+                    name=name
+                )
+            )
         if "=" in name or "\0" in name:
-            raise ValueError(f"env: a variable name holds neither '=' nor a NUL character; {name!r} does")
+            raise ValueError(
+                _("env: a variable name holds neither '=' nor a NUL character; {name!r} does").format(
+                    name=name
+                )
+            )
         if isinstance(value, str) and "\0" in value:
             raise ValueError(
-                f"env: the value of {name} holds a NUL character, which no environment can carry"
+                _("env: the value of {name} holds a NUL character, which no environment can carry").format(
+                    name=name
+                )
             )
         if not isinstance(value, str | None):
             raise TypeError(
-                f"env must map names to str (set the variable) or None (remove it); {name} is "
-                f"{type(value).__name__} {value!r}: write it as a string, e.g. {str(value)!r}"
+                _(
+                    "env must map names to str (set the variable) or None (remove it); {name} is "
+                    "{value_type} {value!r}: write it as a string, e.g. {text!r}"
+                ).format(name=name, value_type=type(value).__name__, value=value, text=str(value))
             )
     return dict(env)
 
@@ -182,7 +204,9 @@ def check_port(port: object) -> None:
     """Raise an error that says what to pass unless `port` is None or a port number 1..65535."""
     if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535):
         raise _PortValueError(
-            f"master_port must be an int from 1 to 65535 (or None to pick one), not {port!r}"
+            _("master_port must be an int from 1 to 65535 (or None to pick one), not {port!r}").format(
+                port=port
+            )
         )
 
 
@@ -205,12 +229,16 @@ def listening_socket(port: int | None, host: str = LOOPBACK) -> socket.socket:
         sock.close()
         if err.errno in (errno.EADDRINUSE, errno.EACCES):
             raise LaunchError(
-                f"port {port} on {host} is already in use (or not allowed): another program, or a "
-                "process group that was not shut down, holds it. Pass master_port=None to let the "
-                "launcher pick a free port."
+                _(
+                    "port {port} on {host} is already in use (or not allowed): another program, or a "
+                    "process group that was not shut down, holds it. Pass master_port=None to let the "
+                    "launcher pick a free port."
+                ).format(port=port, host=host)
             ) from None
         raise ValueError(
-            f"host must be an IPv4 address of this machine such as {LOOPBACK!r}, not {host!r} ({err})"
+            _(
+                "host must be an IPv4 address of this machine such as {loopback!r}, not {host!r} ({err})"
+            ).format(loopback=LOOPBACK, host=host, err=err)
         ) from None
     return sock
 
@@ -222,13 +250,19 @@ def free_port(host: str = LOOPBACK) -> int:
     machine; `launch` avoids even that by keeping its port bound (`listening_socket`).
     """
     if not isinstance(host, str) or not host:
-        raise TypeError(f"host must be an address such as {LOOPBACK!r}, not {host!r}")
+        raise TypeError(
+            _("host must be an address such as {loopback!r}, not {host!r}").format(
+                loopback=LOOPBACK, host=host
+            )
+        )
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, 0))
         except OSError as err:
             raise ValueError(
-                f"host must be an IPv4 address of this machine such as {LOOPBACK!r}, not {host!r} ({err})"
+                _(
+                    "host must be an IPv4 address of this machine such as {loopback!r}, not {host!r} ({err})"
+                ).format(loopback=LOOPBACK, host=host, err=err)
             ) from None
         return sock.getsockname()[1]
 

@@ -53,6 +53,7 @@ from typing import IO, Any
 
 import psutil
 
+from course_utils.i18n import _
 from course_utils.processes.supervision import (
     FORK_WARNING,
     GRACE_SECONDS,
@@ -140,16 +141,20 @@ class TorchrunError(LaunchError):
         self.stderr = stderr
         self.node_rank = node_rank
         self.worker_lines = _workers_stderr(stderr)
-        tail = "\n".join(self.worker_lines[-TAIL_LINES:]) or "(nothing but torchrun's own report)"
+        tail = "\n".join(self.worker_lines[-TAIL_LINES:]) or _("(nothing but torchrun's own report)")
         hint = ""
         if "EADDRINUSE" in stderr or "address already in use" in stderr.lower():
-            hint = "\nThe port was taken between choosing it and using it: run it again (master_port=None)."
+            hint = "\n" + _(
+                "The port was taken between choosing it and using it: run it again (master_port=None)."
+            )
         # torchrun reports each failed worker as "exitcode: N" (its own exit code is then 1).
         codes = ", ".join(dict.fromkeys(_WORKER_EXIT.findall(stderr)))
-        workers = f" because a worker exited with code {codes}" if codes else ""
+        workers = _(" because a worker exited with code {codes}").format(codes=codes) if codes else ""
         super().__init__(
-            f"`{command}` exited with code {returncode}{workers}. "
-            f"The last lines the workers wrote to stderr:\n{tail}{hint}"
+            _("`{command}` exited with code {returncode}{workers}. ").format(
+                command=command, returncode=returncode, workers=workers
+            )
+            + _("The last lines the workers wrote to stderr:\n{tail}{hint}").format(tail=tail, hint=hint)
         )
 
 
@@ -167,9 +172,11 @@ class TorchrunTimeoutError(LaunchError):
         self.timeout = timeout
         self.stderr = stderr
         super().__init__(
-            f"`{command}` was still running after {timeout:g} s; it and all its workers were stopped. "
-            "A worker that never finishes is usually waiting for a peer (in the rendezvous or a "
-            "collective) that never comes."
+            _(
+                "`{command}` was still running after {timeout:g} s; it and all its workers were stopped. "
+                "A worker that never finishes is usually waiting for a peer (in the rendezvous or a "
+                "collective) that never comes."
+            ).format(command=command, timeout=timeout)
         )
 
 
@@ -262,10 +269,12 @@ def check_port_free(port: int, host: str = LOOPBACK) -> None:
     """Raise LaunchError at once if a program listens on `host:port` (or it may not be used), where
     torchrun would fail after seconds with a long traceback."""
     if port is None:
-        raise ValueError("check_port_free needs a port number from 1 to 65535, not None")
+        raise ValueError(_("check_port_free needs a port number from 1 to 65535, not None"))
     if not isinstance(host, str) or not host:
         raise TypeError(
-            f"host must be an address such as {LOOPBACK!r} ('' would mean every interface), not {host!r}"
+            _(
+                "host must be an address such as {loopback!r} ('' would mean every interface), not {host!r}"
+            ).format(loopback=LOOPBACK, host=host)
         )
     listening_socket(port, host).close()
 
@@ -289,7 +298,7 @@ def torchrun_command(
     _check_arguments(script, script_args, nproc_per_node, nnodes, node_rank, extra_args, module)
     check_port(master_port)
     if master_port is None:
-        raise ValueError("torchrun_command needs master_port, a port number from 1 to 65535")
+        raise ValueError(_("torchrun_command needs master_port, a port number from 1 to 65535"))
     options = [
         f"--nnodes={nnodes}",
         f"--node-rank={node_rank}",
@@ -366,13 +375,19 @@ def run_nodes(
     Raises: as `run_torchrun`.
     """
     if not _whole(nnodes, 1, 8):
-        raise ValueError(f"nnodes must be a whole number from 1 to 8 on one machine, not {nnodes!r}")
+        raise ValueError(
+            _("nnodes must be a whole number from 1 to 8 on one machine, not {nnodes!r}").format(
+                nnodes=nnodes
+            )
+        )
     _check_arguments(script, script_args, nproc_per_node, nnodes, 0, extra_args, module)
     check_timeout(timeout)
     check_env(env)
     if not Path(script).is_file():
         raise FileNotFoundError(
-            f"no script {os.fspath(script)!r} here; give its path relative to the notebook's folder."
+            _("no script {script!r} here; give its path relative to the notebook's folder.").format(
+                script=os.fspath(script)
+            )
         )
     if master_port is None:
         master_port = free_port(LOOPBACK)
@@ -436,26 +451,52 @@ def _check_arguments(
 ) -> None:
     """Raise an error that says what to pass when the arguments are wrong."""
     if not isinstance(script, str | os.PathLike):
-        raise TypeError(f"script must be the path of a .py file, not {type(script).__name__}")
+        raise TypeError(
+            _("script must be the path of a .py file, not {script_type}").format(
+                script_type=type(script).__name__
+            )
+        )
     for name, value in (("script_args", script_args), ("extra_args", extra_args)):
         if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-            raise TypeError(f"{name} must be a list of strings, e.g. ['--epochs', '2'], not {value!r}")
+            raise TypeError(
+                _("{name} must be a list of strings, e.g. ['--epochs', '2'], not {value!r}").format(
+                    name=name, value=value
+                )
+            )
         if not all(isinstance(a, str) for a in value):
-            raise TypeError(f"{name} must hold strings only (write numbers as '2'), not {list(value)!r}")
+            raise TypeError(
+                _("{name} must hold strings only (write numbers as '2'), not {value!r}").format(
+                    name=name, value=list(value)
+                )
+            )
     if not _whole(nproc_per_node, 1, 16):
-        raise ValueError(f"nproc_per_node must be a whole number from 1 to 16, not {nproc_per_node!r}")
+        raise ValueError(
+            _("nproc_per_node must be a whole number from 1 to 16, not {nproc_per_node!r}").format(
+                nproc_per_node=nproc_per_node
+            )
+        )
     if not _whole(nnodes, 1, 10_000):
-        raise ValueError(f"nnodes must be a whole number, at least 1, not {nnodes!r}")
+        raise ValueError(_("nnodes must be a whole number, at least 1, not {nnodes!r}").format(nnodes=nnodes))
     if not _whole(node_rank, 0, nnodes - 1):  # type: ignore[operator]
-        raise ValueError(f"node_rank must be in 0..{nnodes - 1}, not {node_rank!r}")
+        raise ValueError(
+            _("node_rank must be in 0..{last}, not {node_rank!r}").format(
+                last=nnodes - 1, node_rank=node_rank
+            )  # type: ignore[operator]
+        )
     reserved = [a for a in extra_args if a.split("=", 1)[0] in _RESERVED]  # type: ignore[union-attr]
     if reserved:
         raise ValueError(
-            f"extra_args may not set {', '.join(reserved)}: the helper sets the nodes, processes, "
-            "address and port itself (use nproc_per_node=, nnodes=, master_port=)."
+            _(
+                "extra_args may not set {reserved}: the helper sets the nodes, processes, "
+                "address and port itself (use nproc_per_node=, nnodes=, master_port=)."
+            ).format(reserved=", ".join(reserved))
         )
     if module not in MODULES:
-        raise ValueError(f"module must be one of {', '.join(MODULES)}, not {module!r}")
+        raise ValueError(
+            _("module must be one of {modules}, not {module!r}").format(
+                modules=", ".join(MODULES), module=module
+            )
+        )
 
 
 def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str, str]:
