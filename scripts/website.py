@@ -6,6 +6,8 @@
 
 The pages of docs/, README.md (the home page includes it) and every notebooks/NN_*.ipynb are
 staged into DIR/src, laid out as in the repository, and built by Sphinx with docs/conf.py.
+The Chinese edition (docs/zh-CN/, README.zh-CN.md, notebooks/zh-CN/NN_*.ipynb) is staged into
+DIR/src-zh-CN and built into DIR/html/zh-CN/; every page links to itself in the other language.
 Every warning is an error. Called through `python3 course.py site`.
 """
 
@@ -14,6 +16,8 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,34 +29,56 @@ DOCS = ROOT / "docs"
 DEFAULT_OUT = ROOT / "build" / "site"
 
 
-def course_notebooks() -> list[Path]:
-    """The course's notebooks in course order: notebooks/NN_*.ipynb sorted by name."""
-    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHINESE = "zh-CN"
+# Per edition: its pages under docs/, its README, its notebooks' folder, and where its site goes under html/.
+EDITIONS = {
+    "en": (DOCS, "README.md", Path("notebooks"), Path(".")),
+    CHINESE: (DOCS / CHINESE, f"README.{CHINESE}.md", Path("notebooks") / CHINESE, Path(CHINESE)),
+}
+
+
+def course_notebooks(language: str = "en") -> list[Path]:
+    """An edition's notebooks in course order: notebooks/NN_*.ipynb (or notebooks/zh-CN/...) by name."""
+    folder = ROOT / EDITIONS[language][2]
+    notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if not notebooks:
-        raise FileNotFoundError(f"no notebooks/NN_*.ipynb under {ROOT}: run this from a clone of the course")
+        raise FileNotFoundError(
+            f"no {folder.relative_to(ROOT)}/NN_*.ipynb under {ROOT}: run this from a clone"
+        )
     return notebooks
 
 
-def stage_sources(stage: Path) -> list[Path]:
-    """Copy docs/ (but its conf.py), README.md and the notebooks into `stage`; return the notebooks."""
+README_LINK = re.compile(r"\[([^\]]+)\]\((?:README(?:\.zh-CN)?\.md)\)")
+LANGUAGE_LINE = re.compile(r"^(?:English \| 中文|中文 \| English)\n\n", re.MULTILINE)
+
+
+def site_readme(text: str) -> str:
+    """A README as the home page shows it: links to the other README are plain words, and its line of
+    language links goes, since every page of the site links to the other language at its top."""
+    return LANGUAGE_LINE.sub("", README_LINK.sub(r"\1", text))
+
+
+def stage_sources(stage: Path, language: str = "en") -> list[Path]:
+    """Copy an edition's pages, README and notebooks into `stage`, laid out as in the repository.
+
+    Return the notebooks. The images of docs/images/ serve both editions.
+    """
+    pages, readme, notebooks_folder, _ = EDITIONS[language]
     if stage.exists():
         shutil.rmtree(stage)
-    shutil.copytree(DOCS, stage, ignore=shutil.ignore_patterns("conf.py", "__pycache__"))
-    shutil.copy2(ROOT / "README.md", stage / "README.md")
-    (stage / "notebooks").mkdir()
-    notebooks = course_notebooks()
+    shutil.copytree(pages, stage, ignore=shutil.ignore_patterns("conf.py", "__pycache__", CHINESE))
+    if language != "en":
+        shutil.copytree(DOCS / "images", stage / "images")
+    (stage / readme).write_text(site_readme((ROOT / readme).read_text(encoding="utf-8")), encoding="utf-8")
+    (stage / notebooks_folder).mkdir(parents=True)
+    notebooks = course_notebooks(language)
     for notebook in notebooks:
-        shutil.copy2(notebook, stage / "notebooks" / notebook.name)
+        shutil.copy2(notebook, stage / notebooks_folder / notebook.name)
     return notebooks
 
 
-def build(out: Path) -> Path:
-    """Build the site into `out`/html from scratch and return that folder; raise if Sphinx warns or fails."""
-    out = out.resolve()
-    stage, html, doctrees = out / "src", out / "html", out / "doctrees"
-    notebooks = stage_sources(stage)
-    shutil.rmtree(html, ignore_errors=True)
-    shutil.rmtree(doctrees, ignore_errors=True)
+def sphinx(stage: Path, html: Path, doctrees: Path, language: str) -> None:
+    """Build one edition from `stage` into `html`; raise if Sphinx warns or fails."""
     command = [
         sys.executable,
         "-m",
@@ -67,16 +93,46 @@ def build(out: Path) -> Path:
         str(stage),
         str(html),
     ]
-    started = time.monotonic()
-    status = subprocess.call(command, cwd=ROOT)
+    env = {**os.environ, "COURSE_SITE_LANGUAGE": language, "COURSE_SITE_CACHE": str(doctrees)}
+    status = subprocess.call(command, cwd=ROOT, env=env)
     if status != 0:
         raise RuntimeError(
-            f"Sphinx failed (exit status {status}): fix the warnings above and build again "
-            f"(files under {stage} are copies of docs/, README.md and notebooks/)"
+            f"Sphinx failed on the {language} edition (exit status {status}): fix the warnings above and "
+            f"build again (files under {stage} are copies of the course's pages and notebooks)"
         )
-    print(
-        f"Built {len(notebooks)} notebook pages in {time.monotonic() - started:.1f} s: {html / 'index.html'}"
-    )
+
+
+def unmatched_pages(html: Path) -> list[str]:
+    """Pages of one edition that the other lacks: each page's language switch must lead somewhere."""
+    english = {p.relative_to(html).as_posix() for p in html.rglob("*.html") if CHINESE not in p.parts}
+    chinese = {
+        p.relative_to(html / CHINESE).as_posix().replace(f"notebooks/{CHINESE}/", "notebooks/")
+        for p in (html / CHINESE).rglob("*.html")
+    }
+    inner = {"genindex.html", "search.html"}
+    pages = {p for p in english ^ chinese if "_static" not in p and p not in inner}
+    return sorted(pages)
+
+
+def build(out: Path) -> Path:
+    """Build both editions into `out`/html from scratch and return that folder; raise if Sphinx warns."""
+    out = out.resolve()
+    html = out / "html"
+    shutil.rmtree(html, ignore_errors=True)
+    started, count = time.monotonic(), 0
+    for language, (_, _, _, subfolder) in EDITIONS.items():
+        suffix = "" if language == "en" else f"-{language}"
+        stage, doctrees = out / f"src{suffix}", out / f"doctrees{suffix}"
+        notebooks = stage_sources(stage, language)
+        shutil.rmtree(doctrees, ignore_errors=True)
+        sphinx(stage, html / subfolder, doctrees, language)
+        count += len(notebooks)
+    if missing := unmatched_pages(html):
+        raise RuntimeError(
+            f"these pages exist in one language only, so a language switch leads nowhere: {missing}"
+        )
+    seconds = time.monotonic() - started
+    print(f"Built {count} notebook pages in two languages in {seconds:.1f} s: {html / 'index.html'}")
     return html
 
 

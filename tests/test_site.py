@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from browser import UI_TIMEOUT_MS, artifact_dir, chromium_page
 from notebook_hygiene import ROOT
-from website import course_notebooks, make_server
+from website import CHINESE, course_notebooks, make_server
 
 BUILD_TIMEOUT_S = 300
 TEXT_SUFFIXES = {".html", ".js", ".json", ".txt", ".ipynb", ".css", ".inv"}
@@ -138,7 +138,8 @@ def notebook_title(path: Path) -> str:
 
 def test_the_build_printed_no_warning(site):
     assert "WARNING" not in site.log and "ERROR" not in site.log, site.log[-4000:]
-    assert f"Built {len(course_notebooks())} notebook pages" in site.log
+    count = len(course_notebooks()) + len(course_notebooks(CHINESE))
+    assert f"Built {count} notebook pages in two languages" in site.log
 
 
 def test_a_page_for_every_notebook_in_course_order(site):
@@ -189,6 +190,62 @@ def test_every_internal_link_and_anchor_resolves(site):
     # the seeds page links into the notebooks' sections, and those resolved above
     seeds = [url for _, url in site.page("seeds.html").links if url.startswith("notebooks/") and "#" in url]
     assert len(seeds) >= 40
+
+
+def chinese_notebook_pages() -> list[str]:
+    """The page each notebooks/zh-CN/NN_*.ipynb should have, under the site's zh-CN/ folder, in order."""
+    return [f"{CHINESE}/notebooks/{CHINESE}/{path.stem}.html" for path in course_notebooks(CHINESE)]
+
+
+def test_the_chinese_edition_has_every_notebook_in_order_with_its_chinese_title(site):
+    pages = chinese_notebook_pages()
+    assert [Path(p).name for p in pages] == [Path(p).name for p in notebook_pages()]
+    for path, relative in zip(course_notebooks(CHINESE), pages, strict=True):
+        assert notebook_title(path) in site.page(relative).text, f"{relative} lacks its title"
+        raw = (site.html / relative).read_text(encoding="utf-8")
+        assert '<html lang="zh-CN"' in raw, f"{relative} does not say it is Chinese"
+    home = [
+        href
+        for _, href in site.page(f"{CHINESE}/index.html").links
+        if re.fullmatch(rf"notebooks/{CHINESE}/\d\d_\w+\.html", href)
+    ]
+    assert [f"{CHINESE}/{href}" for href in dict.fromkeys(home)] == pages
+    assert "术语表" in site.page(f"{CHINESE}/glossary.html").text
+
+
+def switch_target(page: Path) -> Path | None:
+    """Where a page's language switch leads (None: it has none)."""
+    links = [url for tag, url in parse(page).links if tag == "a"]
+    raw = page.read_text(encoding="utf-8")
+    found = re.search(r'<p class="language-switch"><a href="([^"]+)"', raw)
+    assert found is None or found[1] in links
+    return None if found is None else (page.parent / found[1]).resolve()
+
+
+def test_every_page_switches_to_itself_in_the_other_language_and_back(site):
+    pages = [p for p in built_pages(site.html) if p.name not in ("search.html", "genindex.html")]
+    pairs = 0
+    for page in pages:
+        target = switch_target(page)
+        assert target is not None, f"{page.relative_to(site.html)} has no language switch"
+        assert target.is_file(), f"{page.relative_to(site.html)} switches to a missing page"
+        assert (CHINESE in target.relative_to(site.html).parts) != (
+            CHINESE in page.relative_to(site.html).parts
+        )
+        assert switch_target(target) == page.resolve(), f"{target} does not switch back"
+        assert target.stem == page.stem
+        pairs += 1
+    assert pairs >= 2 * (len(notebook_pages()) + 3)
+
+
+def test_the_chinese_search_index_holds_chinese_words(site):
+    script = (site.html / CHINESE / "searchindex.js").read_text(encoding="utf-8")
+    terms = json.loads(script.removeprefix("Search.setIndex(").removesuffix(")"))["terms"]
+    for word in ("梯度", "张量", "进程"):
+        assert word in terms, f"{word} is not in the Chinese search index: is jieba installed?"
+    language_data = (site.html / CHINESE / "_static" / "language_data.js").read_text(encoding="utf-8")
+    stemmer = re.search(r"window\.Stemmer = (\w+);", language_data)
+    assert stemmer and f"var {stemmer[1]}=" in language_data, "the search page names a stemmer it lacks"
 
 
 def seed_003_listing(gpus: int, replicas: list[list[int]]) -> str:
@@ -263,6 +320,18 @@ def test_launch_links_come_from_the_one_repository_url(site):
         assert colab and all(h.endswith(f"/{owner_repo}/blob/main/{notebook}") for h in colab), relative
 
 
+def test_the_chinese_pages_launch_the_chinese_notebooks(site):
+    owner_repo = urlsplit(REPOSITORY).path.strip("/")
+    for relative in chinese_notebook_pages():
+        hrefs = [href for _, href in site.page(relative).links]
+        notebook = relative.removeprefix(f"{CHINESE}/").removesuffix(".html") + ".ipynb"
+        binder = [h for h in hrefs if h.startswith(f"https://mybinder.org/v2/gh/{owner_repo}/")]
+        colab = [h for h in hrefs if h.startswith("https://colab.research.google.com/github/")]
+        assert notebook.startswith(f"notebooks/{CHINESE}/")
+        assert binder and all(notebook.replace("/", "%2F") in h or notebook in h for h in binder), relative
+        assert colab and all(h.endswith(f"/{owner_repo}/blob/main/{notebook}") for h in colab), relative
+
+
 def test_no_page_contains_a_path_of_the_building_machine(site):
     paths = {str(site.out), str(site.out.resolve()), str(ROOT), os.path.expanduser("~")}
     paths = {p for p in paths if len(p) > 1}
@@ -295,6 +364,18 @@ def test_the_seeds_page_cites_every_seed_and_copies_none(site):
         runs = set(cjk.findall(seed.read_text(encoding="utf-8")))
         copied = [run for run in runs if run in page.text and len(run) > 12]
         assert not copied, f"{seed.name}: text copied onto the seeds page: {copied}"
+
+
+def test_the_chinese_seeds_page_quotes_each_seed_in_its_own_words_briefly(site):
+    page = site.page(f"{CHINESE}/seeds.html")
+    if not SEEDS.is_dir():
+        pytest.skip(f"the seeds are not beside this clone ({SEEDS}); the page was checked without them")
+    cjk = re.compile(r"[\u4e00-\u9fff]{6,}")
+    for seed in sorted(SEEDS.glob("00[0-4]_*.txt")):
+        runs = set(cjk.findall(seed.read_text(encoding="utf-8")))
+        quoted = [run for run in runs if run in page.text]
+        assert quoted, f"{seed.name}: the Chinese seeds page quotes none of its words"
+        assert all(len(run) <= 60 for run in quoted), f"{seed.name}: a long passage is copied: {quoted}"
 
 
 @pytest.fixture(scope="module")
@@ -385,6 +466,24 @@ def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
                 "DistributedDataParallel with real processes", timeout=UI_TIMEOUT_MS
             )
             page.screenshot(path=str(shots / "site_search.png"))
+
+            # the language switch leads to the same notebook in Chinese, whose search finds Chinese words
+            page.goto(f"{served}/notebooks/05_data_parallel.html")
+            page.locator("p.language-switch a").click()
+            expect(page).to_have_url(
+                re.compile(rf"/{CHINESE}/notebooks/{CHINESE}/05_data_parallel\.html$"), timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("html")).to_have_attribute("lang", CHINESE, timeout=UI_TIMEOUT_MS)
+            expect(page.locator("h1").first).to_contain_text("05 ·", timeout=UI_TIMEOUT_MS)
+            page.goto(f"{served}/{CHINESE}/search.html?q=梯度")
+            expect(page.locator("#search-results ul.search li").first).to_be_visible(timeout=UI_TIMEOUT_MS)
+            page.screenshot(path=str(shots / "site_search_zh.png"))
+            page.goto(f"{served}/{CHINESE}/notebooks/{CHINESE}/06_distributed_data_parallel.html")
+            page.locator("p.language-switch a").click()
+            expect(page).to_have_url(
+                re.compile(r"/notebooks/06_distributed_data_parallel\.html$"), timeout=UI_TIMEOUT_MS
+            )
+            expect(page.locator("html")).to_have_attribute("lang", "en", timeout=UI_TIMEOUT_MS)
         finally:
             try:
                 page.screenshot(path=str(shots / "site_last_page.png"), timeout=10_000)

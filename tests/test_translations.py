@@ -13,6 +13,10 @@ from notebook_hygiene import ROOT
 import translations
 
 
+def test_every_notebook_and_message_is_translated_current_and_built():
+    assert translations.check() == []
+
+
 def test_the_glossary_pages_list_the_same_terms_in_the_same_order():
     def terms(page: str) -> list[str]:
         rows = [
