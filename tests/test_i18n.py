@@ -44,6 +44,19 @@ def test_untranslated_and_fuzzy_entries_fall_back_to_english(tmp_path, monkeypat
     monkeypatch.setattr(i18n, "LOCALE", tmp_path)
     i18n.catalog.cache_clear()
     try:
-        assert i18n.catalog("zh-CN") == {"done": "完成"}
+        assert i18n.catalog("zh-CN") == {"m": {"done": "完成"}}
     finally:
         i18n.catalog.cache_clear()
+
+
+def test_each_module_reads_its_own_catalog_and_a_constant_is_found_where_it_was_marked(monkeypatch):
+    monkeypatch.setenv(i18n.LANGUAGE_VARIABLE, "zh-CN")
+    # "DEMO FLEET ..." is a title in gpus and in picker, each with its own translation
+    english = "DEMO FLEET (made up, not this machine)"
+    domains = i18n.catalog("zh-CN")
+    assert domains["gpus"][english] != domains["picker"][english]
+    for module in ("gpus", "picker"):  # code running in that module's globals
+        names = {"__name__": f"course_utils.{module}", "_": i18n._, "translated": i18n.translated}
+        assert eval("_(text), translated(text)", names, {"text": english}) == (domains[module][english],) * 2
+    # called from a module without a catalog (this test), the message is found where it was marked
+    assert i18n.translated(english) in (domains["gpus"][english], domains["picker"][english])

@@ -45,11 +45,12 @@ def _course_imports(path: Path) -> set[str]:
 
 
 def test_the_wing_depends_on_no_lesson_module_but_the_driver_check():
-    """Starting processes does not depend on choosing GPUs: only `gpus.cuda_driver_started`."""
+    """Starting processes does not depend on choosing GPUs: only `gpus.cuda_driver_started`, and on
+    `i18n` for the language of its messages."""
     outside = set()
     for path in WING.glob("*.py"):
         outside |= {m for m in _course_imports(path) if not m.startswith("course_utils.processes")}
-    assert outside == {"course_utils.gpus"}
+    assert outside == {"course_utils.gpus", "course_utils.i18n"}
 
 
 # --- Callers killed outright, interrupted, or left waiting -------------------------------------

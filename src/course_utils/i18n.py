@@ -5,7 +5,8 @@ the machine's locale: the English and the Chinese notebooks run side by side on 
 ranks and child processes inherit the choice with the environment. Messages are marked with `_()`
 in the source, as gettext does (`N_()` marks text kept in a constant and translated where it is
 shown, with `translated()`); their translations are gettext catalogs, one `.po` file per module
-under `course_utils/locale/<language>/`, read with polib (a translator edits them with any PO tool).
+under `course_utils/locale/<language>/` (a module's own domain: the same English may read differently
+in two modules), read with polib (a translator edits them with any PO tool).
 `python3 course.py translate update` collects the marked messages into those files.
 """
 
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from pathlib import Path
+from types import FrameType
 
 import polib
 
@@ -40,27 +43,45 @@ def catalog_folder(lang: str) -> Path:
 
 
 @functools.cache
-def catalog(lang: str) -> dict[str, str]:
-    """Every translated message of `lang`: English text -> translation (untranslated or fuzzy: absent)."""
-    found: dict[str, str] = {}
+def catalog(lang: str) -> dict[str, dict[str, str]]:
+    """`lang`'s translations by module (a file's name: "exercises.ranks"), each English text -> its
+    translation (untranslated or fuzzy: absent). One English text may read differently in two modules."""
+    found: dict[str, dict[str, str]] = {}
     for path in sorted(catalog_folder(lang).glob("*.po")):
-        for entry in polib.pofile(str(path)):
-            if entry.msgstr and not entry.fuzzy and not entry.obsolete:
-                found[entry.msgid] = entry.msgstr
+        found[path.stem] = {
+            entry.msgid: entry.msgstr
+            for entry in polib.pofile(str(path))
+            if entry.msgstr and not entry.fuzzy and not entry.obsolete
+        }
+    return found
+
+
+def _module_of(frame: FrameType | None) -> str:
+    """The catalog name of the module whose code runs in `frame`: course_utils.exercises.x -> exercises.x."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name.removeprefix("course_utils.")
+
+
+def _in_language(message: str, module: str) -> str:
+    lang = language()
+    if lang == ENGLISH:
+        return message
+    domains = catalog(lang)
+    found = domains.get(module, {}).get(message)
+    if found is None:  # a constant marked in one module (N_) and shown by another
+        found = next((texts[message] for texts in domains.values() if message in texts), message)
     return found
 
 
 def translated(message: str) -> str:
-    """`message` in the notebook's language; the English itself where no translation exists."""
-    lang = language()
-    if lang == ENGLISH:
-        return message
-    return catalog(lang).get(message, message)
+    """`message` in the notebook's language, as the calling module's catalog has it (another module's
+    where the constant came from there); the English itself where no translation exists."""
+    return _in_language(message, _module_of(sys._getframe(1)))
 
 
 def _(message: str) -> str:
     """Mark a message (one string literal) and return it in the notebook's language."""
-    return translated(message)
+    return _in_language(message, _module_of(sys._getframe(1)))
 
 
 def N_(message: str) -> str:
