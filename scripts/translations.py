@@ -505,7 +505,7 @@ def main(argv: list[str]) -> int:
         written, problems = build()
         for line in written + problems:
             print(line)
-        if written:
+        if any(not line.endswith(" 0 code cells to run") for line in written):
             print("Now run `python3 course.py regenerate` on the notebooks written, to store their outputs.")
         return 1 if problems else 0
     problems = check()
