@@ -49,7 +49,6 @@ PACKAGE = ROOT / "src" / "course_utils"
 MESSAGES = PACKAGE / "locale" / LANGUAGE.replace("-", "_")
 CJK = re.compile(r"[\u3400-\u9fff]")
 MASK = "\x00string\x00"  # what every string constant becomes when two cells' code is compared
-TAGS_FROM_SOURCE = {"nbval-ignore-output", "nbval-skip"}  # regenerate sets them from the source's markers
 
 
 def english_notebooks(root: Path = ROOT) -> list[Path]:
