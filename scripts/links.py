@@ -149,7 +149,8 @@ def setup_cell_source(source: str, language: str = "en") -> str:
     return SETUP_TEMPLATE.format(source=source, language=language, **SETUP_WORDS[language])
 
 
-def _source(cell: dict) -> str:
+def cell_text(cell: dict) -> str:
+    """A cell's source as one string (nbformat stores it as a string or a list of lines)."""
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else src
 
@@ -184,7 +185,7 @@ def foreign_links(text: str, repo: Repository) -> list[str]:
 
 def is_setup_cell(cell: dict) -> bool:
     """Whether `cell` is a set-up cell: by its id, or by its opening comment (this one or an older one)."""
-    return cell.get("id") == SETUP_CELL_ID or _source(cell).startswith("# Set-up for Colab")
+    return cell.get("id") == SETUP_CELL_ID or cell_text(cell).startswith("# Set-up for Colab")
 
 
 def sync_notebook(nb: dict, name: str, repo: Repository, language: str = "en") -> list[str]:
@@ -197,14 +198,14 @@ def sync_notebook(nb: dict, name: str, repo: Repository, language: str = "en") -
     title = cells[0]
     if title.get("cell_type") != "markdown":
         raise ValueError(f"{name}: the first cell must be the markdown title cell to carry the badge.")
-    badged = with_badge(_source(title), repo.badge(name))
-    if badged != _source(title):
+    badged = with_badge(cell_text(title), repo.badge(name))
+    if badged != cell_text(title):
         _set_source(title, badged)
         changes.append("badge")
     wanted = setup_cell_source(f"git+{repo.url}", language)
     first_code = next((c for c in cells if c.get("cell_type") == "code"), None)
     if first_code is not None and is_setup_cell(first_code):
-        if _source(first_code) != wanted:
+        if cell_text(first_code) != wanted:
             _set_source(first_code, wanted)
             first_code[
                 "outputs"
@@ -262,7 +263,7 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
         text = path.read_text(encoding="utf-8")
         nb = json.loads(text)
         for cell in nb["cells"]:
-            source = _source(cell)
+            source = cell_text(cell)
             if (moved := retarget_text(source, old, new)) != source:
                 _set_source(cell, moved)
         changes = sync_notebook(nb, name, new, language)

@@ -6,8 +6,11 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from links import EDITIONS
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+NUMBERED = "[0-9][0-9]_*.ipynb"  # a course notebook's file name
 
 
 def notebook_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -20,8 +23,8 @@ def notebook_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def all_notebooks() -> list[Path]:
-    """Every notebook of the course: the English ones in order, then the Chinese edition's (zh-CN/)."""
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) + sorted(NOTEBOOKS.glob("zh-CN/[0-9][0-9]_*.ipynb"))
+    """Every notebook of the course: each edition's (`links.EDITIONS`) in order, English first."""
+    return [path for folder in EDITIONS.values() for path in sorted((NOTEBOOKS / folder).glob(NUMBERED))]
 
 
 def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:

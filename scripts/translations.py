@@ -37,6 +37,7 @@ from links import (
     EDITIONS,
     SETUP_CELL_ID,
     TRANSLATIONS,
+    cell_text,
     notebook_text,
     read_repository,
     setup_cell_source,
@@ -64,11 +65,6 @@ def edition_path(english: Path, root: Path = ROOT) -> Path:
 def po_path(english: Path, root: Path = ROOT) -> Path:
     """The translation file of an English notebook."""
     return root / TRANSLATIONS / LANGUAGE / f"{english.stem}.po"
-
-
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
 
 
 def has_words(code: str) -> bool:
@@ -106,7 +102,7 @@ def units(nb: dict) -> list[Unit]:
     """The translation units of an English notebook, in order."""
     found = []
     for number, cell in enumerate(nb["cells"], start=1):
-        text, kind = _source(cell), cell["cell_type"]
+        text, kind = cell_text(cell), cell["cell_type"]
         if cell.get("id") == SETUP_CELL_ID or kind not in ("markdown", "code"):
             continue
         if number == 1 and kind == "markdown":
@@ -285,7 +281,7 @@ def build_notebook(english: Path, root: Path = ROOT) -> dict:
     cells = []
     for number, cell in enumerate(nb["cells"], start=1):
         cell = copy.deepcopy(cell)
-        text = _source(cell)
+        text = cell_text(cell)
         if cell.get("id") == SETUP_CELL_ID:
             text = setup_cell_source(f"git+{repo.url}", LANGUAGE)
         elif cell.get("id") in wanted:
@@ -299,7 +295,7 @@ def build_notebook(english: Path, root: Path = ROOT) -> dict:
         cell["source"] = text.splitlines(keepends=True)
         if cell["cell_type"] == "code":
             old = stored.get(cell.get("id"))
-            if old is not None and _source(old) == text:
+            if old is not None and cell_text(old) == text:
                 cell["outputs"], cell["execution_count"] = old["outputs"], old["execution_count"]
             else:
                 cell["outputs"], cell["execution_count"] = [], None
@@ -388,7 +384,7 @@ def notebook_problems(english: Path, root: Path = ROOT) -> list[str]:
 
 def cell_form(cell: dict) -> tuple[str, str | None, str, list[str]]:
     """What a built cell must match: type, id, source and tags (outputs come from running it)."""
-    return cell["cell_type"], cell.get("id"), _source(cell), cell.get("metadata", {}).get("tags", [])
+    return cell["cell_type"], cell.get("id"), cell_text(cell), cell.get("metadata", {}).get("tags", [])
 
 
 def built_problems(english: Path, root: Path = ROOT) -> list[str]:
