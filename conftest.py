@@ -1,10 +1,14 @@
-"""Project-wide pytest hooks: a notebook cell that writes to stderr fails, marked or not."""
+"""Project-wide pytest hooks: a notebook cell that writes to stderr fails; long test files run first."""
 
 from __future__ import annotations
 
 from collections.abc import Generator
 
 import pytest
+from longest_first import add_durations, longest_first, read_seconds, write_seconds
+
+# (node id, seconds) of every setup, call and teardown this process saw, for --store-durations.
+DURATIONS: list[tuple[str, float]] = []
 
 
 @pytest.hookimpl(wrapper=True)
@@ -21,3 +25,28 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             f"Fix the cause (often a warning):\n{stderr}"
         )
     return result
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--store-durations`: see `tests/longest_first.py`."""
+    parser.addoption(
+        "--store-durations",
+        action="store_true",
+        help="store each test file's seconds in tests/scope_seconds.json, which runs the longest first",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The test files that took longest first, so parallel workers finish together (longest_first)."""
+    items[:] = longest_first(items, read_seconds())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Note each setup, call and teardown's seconds for `--store-durations`."""
+    DURATIONS.append((report.nodeid, report.duration))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With `--store-durations`, store what this run measured (by the controller only, under xdist)."""
+    if session.config.getoption("store_durations") and not hasattr(session.config, "workerinput"):
+        write_seconds(add_durations(read_seconds(), DURATIONS))

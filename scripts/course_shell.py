@@ -48,13 +48,15 @@ def pytest_command(python: Path | str, args: list[str]) -> list[str | Path]:
     `--dist loadscope` keeps each notebook's cells in order in one worker, as nbval needs, and
     spreads the unit tests module by module. (`loadgroup`, which could spread them one by one,
     does not group anything under pytest 9.2: it rewrites a node id that pytest now derives.)
+    `--no-loadscope-reorder` hands the files out in the collection's order, longest first
+    (tests/longest_first.py), instead of by their number of tests.
     """
     if "no:xdist" in args:  # `-p no:xdist`: pytest without the plugin, serially
         return [python, "-m", "pytest", *args]
     chosen = any(arg in ("-n", "--numprocesses") or arg.startswith(("-n", "--numprocesses=")) for arg in args)
     parallel = [] if chosen else ["-n", str(worker_count())]
     if not any(arg == "--dist" or arg.startswith("--dist=") for arg in args):
-        parallel += ["--dist", "loadscope"]
+        parallel += ["--dist", "loadscope", "--no-loadscope-reorder"]
     return [python, "-m", "pytest", *parallel, *args]
 
 

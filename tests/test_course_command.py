@@ -246,9 +246,12 @@ def test_test_help_says_how_to_run_serially_and_what_goes_to_pytest(capsys):
 @pytest.mark.parametrize(
     ("args", "parallel"),
     [
-        (["tests/"], ["-n", str(course_shell.worker_count()), "--dist", "loadscope"]),
-        (["-n", "0", "-x"], ["--dist", "loadscope"]),
-        (["-n3"], ["--dist", "loadscope"]),
+        (
+            ["tests/"],
+            ["-n", str(course_shell.worker_count()), "--dist", "loadscope", "--no-loadscope-reorder"],
+        ),
+        (["-n", "0", "-x"], ["--dist", "loadscope", "--no-loadscope-reorder"]),
+        (["-n3"], ["--dist", "loadscope", "--no-loadscope-reorder"]),
         (["--dist=loadfile", "-k", "x"], ["-n", str(course_shell.worker_count())]),
         (["-p", "no:xdist"], []),
     ],
@@ -332,7 +335,7 @@ def test_here_runs_the_tests_in_the_python_that_runs_it():
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Python {sys.version.split()[0]} ({sys.executable})" in result.stdout
     assert f"+ {sys.executable} -m pytest -n 0" not in result.stdout  # `-n 0` chosen: none added
-    assert f"+ {sys.executable} -m pytest --dist loadscope -n 0 -q" in result.stdout
+    assert f"+ {sys.executable} -m pytest --dist loadscope --no-loadscope-reorder -n 0 -q" in result.stdout
     assert "1 passed" in result.stdout
 
 
