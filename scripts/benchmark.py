@@ -3,9 +3,10 @@
     python3 course.py bench [NOTEBOOK ...]
 
 Measured on this machine, each as a child process whose whole process tree is sampled for
-memory every 50 ms: the sum of its processes' proportional set sizes (PSS), which counts a page that
-forked ranks share with their parent once, as the machine (or a container's memory limit) does;
-resident sizes would count it in every process:
+memory every 50 ms (less often where sampling a large tree would take over a tenth of a core): the
+sum of its processes' proportional set sizes (PSS), which counts a page that forked ranks share
+with their parent once, as the machine (or a container's memory limit) does; resident sizes
+would count it in every process:
 
 1. each notebook alone under strict nbval (seconds, peak MiB of its kernel and the kernel's
    children), as a student's "Run All" would load the machine;
@@ -45,9 +46,13 @@ WHOLE_BUDGET_S = 150.0  # `course.py test` after set-up
 WHOLE_BUDGET_TWO_EDITIONS_S = 210.0  # once a second edition (the Chinese one) doubles the notebooks
 LAUNCH_RATIO = 1.1  # a 2-rank launch against a bare fork of the same job
 LAUNCH_FLOOR = ROOT / "scripts" / "launch_floor.py"
-# Between two memory samples. A sample reads every process's entry in /proc (about 2 ms of CPU
-# here), so sampling more often would slow what it measures on a 2-core machine.
+# Between two memory samples, at least. A sample reads every process's memory map from /proc: about
+# 5 ms of CPU for each process that imported torch, so 50 ms for the ten processes of a parallel test
+# run. Sampling that tree every 50 ms took half a core of a 2-core machine and slowed what it
+# measured; so the pause grows with the sample's cost, and sampling takes at most SAMPLER_SHARE of
+# one core.
 SAMPLE_SECONDS = 0.05
+SAMPLER_SHARE = 0.1
 MIB = 2**20
 
 
@@ -81,6 +86,12 @@ def tree_memory(pid: int, *, with_root: bool = True) -> int:
     return total
 
 
+def pause_after(sample_seconds: float) -> float:
+    """Seconds to wait after a memory sample that took `sample_seconds`: SAMPLE_SECONDS, or longer
+    for a costly sample, so that sampling takes at most SAMPLER_SHARE of a core."""
+    return max(SAMPLE_SECONDS, sample_seconds * (1 - SAMPLER_SHARE) / SAMPLER_SHARE)
+
+
 def measure(name: str, cmd: Sequence[str | Path], *, with_root: bool = True) -> Measured:
     """Run `cmd` from the course root, keeping its output: its time and its tree's peak memory."""
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as log:
@@ -90,8 +101,9 @@ def measure(name: str, cmd: Sequence[str | Path], *, with_root: bool = True) -> 
         )
         peak = 0
         while proc.poll() is None:
+            sampled = time.monotonic()
             peak = max(peak, tree_memory(proc.pid, with_root=with_root))
-            time.sleep(SAMPLE_SECONDS)
+            time.sleep(pause_after(time.monotonic() - sampled))
         seconds = time.monotonic() - start
         log.seek(0)
         return Measured(name, seconds, peak / MIB, proc.returncode, log.read())

@@ -96,6 +96,14 @@ def test_measure_keeps_the_output_and_counts_the_children():
     assert run.seconds >= 1
 
 
+def test_sampling_pauses_longer_after_a_costly_sample_to_keep_to_its_share_of_a_core():
+    assert benchmark.pause_after(0.001) == benchmark.SAMPLE_SECONDS
+    cost = 0.05  # ten processes that imported torch
+    pause = benchmark.pause_after(cost)
+    assert pause > benchmark.SAMPLE_SECONDS
+    assert cost / (cost + pause) == pytest.approx(benchmark.SAMPLER_SHARE)
+
+
 def run_benchmark(capsys, *args):
     """`course.py bench ARGS` in this process (its command line is tested in test_course_command)."""
     status = benchmark.main(list(args))
