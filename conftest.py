@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
+import nbval.kernel
 import pytest
+from kernel_sockets import SocketKernelManager
 from longest_first import add_durations, longest_first, read_seconds, write_seconds
 
 # (node id, seconds) of every setup, call and teardown this process saw, for --store-durations.
@@ -25,6 +27,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             f"Fix the cause (often a warning):\n{stderr}"
         )
     return result
+
+
+def pytest_configure() -> None:
+    """nbval's kernels on Unix sockets, not on TCP ports that a test running beside them can take."""
+    nbval.kernel.KernelManager = SocketKernelManager  # nbval makes its kernel managers from this name
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

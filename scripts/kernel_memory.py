@@ -24,11 +24,16 @@ MIB = 1024 * 1024
 def measure(path: Path) -> tuple[int, int]:
     """Run notebook `path` in a fresh kernel; return (peak bytes while running, bytes held when done)."""
     import nbformat  # here, not at the top: their imports (over a second) are not paid by `--help`
+    from kernel_sockets import AsyncSocketKernelManager
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        kernel_manager_class=AsyncSocketKernelManager,
+        resources={"metadata": {"path": str(path.parent)}},
     )
     peak = 0
     done = threading.Event()

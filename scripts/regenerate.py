@@ -35,7 +35,7 @@ try:  # Ctrl-C during these imports (a second or more): one line, not an import-
     import ipykernel.kernelspec
     import nbformat
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
-    from jupyter_client.manager import AsyncKernelManager
+    from kernel_sockets import AsyncSocketKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
     from notebook_args import ROOT, notebook_parser, notebooks_from_args
@@ -195,7 +195,7 @@ def regenerate(path: Path) -> tuple[float, str]:
     nb = nbformat.reads(before, as_version=4)
     sync_marker_tags(nb)
     ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # before nbclient sets its own
-    km = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
+    km = AsyncSocketKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=CurrentEnvKernelSpecs())
     client = InterruptibleClient(
         nb,
         km=km,
