@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import numpy as np
 import pytest
 import torch
-import torch._dynamo
 import torch.distributed as dist
 from exercise_answers import AlwaysEqual
 from torch import nn
@@ -28,6 +28,14 @@ from course_utils.exercises.beyond_ddp import (
     expected_local_shape,
 )
 from course_utils.processes import launch
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _dynamo_imported_before_forking() -> None:
+    """fully_shard and DTensor import torch._dynamo (a second): imported once here, before the ranks are
+    forked, they share it; and a pytest worker that never runs this module never imports it."""
+    importlib.import_module("torch._dynamo")
+
 
 PARAMS = (256 * 512 + 512 + 512 * 256 + 256) * 4  # bytes of one float32 copy of exercise_model()
 DDP = 4 * PARAMS
