@@ -11,7 +11,8 @@ would count it in every process:
 1. each notebook alone under strict nbval (seconds, peak MiB of its kernel and the kernel's
    children), as a student's "Run All" would load the machine;
 2. the notebook suite as `python3 course.py test notebooks/` runs it: in parallel, over every
-   CPU (peak: every process of the run);
+   CPU (peak: every process of the run); each edition's suite on its own, an edition of one
+   notebook not again (its suite is that notebook alone);
 3. without NOTEBOOK arguments also the unit tests (`course.py test tests/`), the whole
    `python3 course.py test` after set-up (ruff and every test), and, where the course has
    `scripts/launch_floor.py`, a 2-rank launch against a bare fork, side by side.
@@ -248,6 +249,8 @@ def main(argv: list[str]) -> int:
         print("measured:", table(alone[-1:])[1], flush=True)
     runs: list[tuple[Measured, float | None]] = []
     for edition, members in editions(notebooks).items():
+        if len(members) == 1:  # measured alone above
+            continue
         suite = measure(
             f"{edition} notebook suite, parallel ({worker_count()} workers)",
             pytest_command(sys.executable, [*quiet, *map(str, members)]),

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import benchmark
-import course_shell
 import pytest
 from benchmark import (
     NOTEBOOK_BUDGET_S,
@@ -127,10 +126,7 @@ def test_a_corrupt_notebook_is_named_in_one_line_before_anything_runs(tmp_path, 
     )
 
 
-def test_a_failing_notebook_is_marked_and_pytests_report_says_why(capsys, monkeypatch):
-    # One worker for the suite's parallel run: one notebook gives a second worker nothing to do.
-    for module in (benchmark, course_shell):
-        monkeypatch.setattr(module, "worker_count", lambda: 1)
+def test_a_failing_notebook_is_marked_and_pytests_report_says_why(capsys):
     # Under the course root (pytest finds no notebook outside it with the course's configuration),
     # in a folder of its own: parallel runs never share it.
     (ROOT / "build").mkdir(exist_ok=True)
@@ -151,4 +147,4 @@ def failing_notebook_report(notebook: Path, capsys: pytest.CaptureFixture[str]) 
     assert "--- 04_fails.ipynb: the last" in out
     report = out.split("--- 04_fails.ipynb: the last", 1)[1]
     assert "1 failed" in report and "the reason, from the notebook" in report
-    assert "notebook suite, parallel (1 workers)" in out
+    assert "suite, parallel" not in out  # a suite of one notebook is that notebook alone, measured once
