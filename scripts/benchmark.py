@@ -9,7 +9,7 @@ with their parent once, as the machine (or a container's memory limit) does; res
 would count it in every process:
 
 1. each notebook alone under strict nbval (seconds, peak MiB of its kernel and the kernel's
-   children), as a student's "Run All" would load the machine;
+   children), as a student's "Run All" would load the machine, up to its first failing cell;
 2. the notebook suite as `python3 course.py test notebooks/` runs it: in parallel, over every
    CPU (peak: every process of the run); each edition's suite on its own, an edition of one
    notebook not again (its suite is that notebook alone);
@@ -243,9 +243,9 @@ def main(argv: list[str]) -> int:
     quiet = ["-q", "-p", "no:cacheprovider"]
     alone = []
     for path in notebooks:
-        alone.append(
-            measure(shown(path), [sys.executable, "-m", "pytest", "-n", "0", *quiet, path], with_root=False)
-        )
+        # -x: the report shows the first failing cell, whose error the cells after it only echo.
+        command = [sys.executable, "-m", "pytest", "-n", "0", "-x", *quiet, path]
+        alone.append(measure(shown(path), command, with_root=False))
         print("measured:", table(alone[-1:])[1], flush=True)
     runs: list[tuple[Measured, float | None]] = []
     for edition, members in editions(notebooks).items():

@@ -137,7 +137,10 @@ def test_a_failing_notebook_is_marked_and_pytests_report_says_why(capsys):
 def failing_notebook_report(notebook: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import nbformat
 
-    cells = [nbformat.v4.new_code_cell("raise ValueError('the reason, from the notebook')")]
+    cells = [
+        nbformat.v4.new_code_cell("raise ValueError('the reason, from the notebook')"),
+        nbformat.v4.new_code_cell("print(what_the_first_cell_never_made)"),  # its NameError only echoes
+    ]
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["course"] = {"budget_s": 15}
     nbformat.write(nb, notebook)
@@ -147,4 +150,5 @@ def failing_notebook_report(notebook: Path, capsys: pytest.CaptureFixture[str]) 
     assert "--- 04_fails.ipynb: the last" in out
     report = out.split("--- 04_fails.ipynb: the last", 1)[1]
     assert "1 failed" in report and "the reason, from the notebook" in report
+    assert "NameError" not in report  # the report stops at the first failing cell
     assert "suite, parallel" not in out  # a suite of one notebook is that notebook alone, measured once
