@@ -1,4 +1,8 @@
-"""Project-wide pytest hooks: a notebook cell that writes to stderr fails; long test files run first."""
+"""Project-wide pytest hooks.
+
+A notebook cell that writes to stderr fails; nbval's kernels listen on Unix sockets; the test files
+that take longest run first.
+"""
 
 from __future__ import annotations
 
