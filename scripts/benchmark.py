@@ -48,10 +48,10 @@ WHOLE_BUDGET_TWO_EDITIONS_S = 210.0  # once a second edition (the Chinese one) d
 LAUNCH_RATIO = 1.1  # a 2-rank launch against a bare fork of the same job
 LAUNCH_FLOOR = ROOT / "scripts" / "launch_floor.py"
 # Between two memory samples, at least. A sample reads every process's memory map from /proc: about
-# 5 ms of CPU for each process that imported torch, so 50 ms for the ten processes of a parallel test
-# run. Sampling that tree every 50 ms took half a core of a 2-core machine and slowed what it
-# measured; so the pause grows with the sample's cost, and sampling takes at most SAMPLER_SHARE of
-# one core.
+# 5 ms of CPU for each process that imported torch. A whole parallel test run has forty-odd
+# processes, and a sample of them took 77 ms here: every 50 ms, that was over half a core of a
+# 2-core machine, slowing what it measured. So the pause grows with the sample's cost, and
+# sampling takes at most SAMPLER_SHARE of one core.
 SAMPLE_SECONDS = 0.05
 SAMPLER_SHARE = 0.1
 MIB = 2**20
