@@ -34,6 +34,7 @@ SETUP_CELL_ID = "course-setup"
 # Text files that may link to the repository; notebooks are handled cell by cell.
 TEXT_FILES = ("pyproject.toml", "README.md", "README.zh-CN.md", "CONTRIBUTING.md")
 EDITIONS = {"en": "", "zh-CN": "zh-CN/"}  # each edition's language and its folder under notebooks/
+NUMBERED = "[0-9][0-9]_*.ipynb"  # a course notebook's file name: NN_name.ipynb
 TRANSLATIONS = "translations"  # translations/<language>/NN_name.po: the text of the editions but English
 # The forms in which the course links to its own repository: Binder, Colab, clone and pip-from-git.
 COURSE_LINK = re.compile(
@@ -226,7 +227,7 @@ def edition_notebooks(root: Path) -> list[tuple[Path, str, str]]:
     """(path, name under notebooks/, language) of every notebook of every edition under `root`."""
     found = []
     for language, folder in EDITIONS.items():
-        for path in sorted((root / "notebooks" / folder).glob("[0-9][0-9]_*.ipynb")):
+        for path in sorted((root / "notebooks" / folder).glob(NUMBERED)):
             found.append((path, folder + path.name, language))
     return found
 

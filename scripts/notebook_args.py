@@ -6,11 +6,10 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from links import EDITIONS
+from links import edition_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-NUMBERED = "[0-9][0-9]_*.ipynb"  # a course notebook's file name
 
 
 def notebook_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -23,8 +22,8 @@ def notebook_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def all_notebooks() -> list[Path]:
-    """Every notebook of the course: each edition's (`links.EDITIONS`) in order, English first."""
-    return [path for folder in EDITIONS.values() for path in sorted((NOTEBOOKS / folder).glob(NUMBERED))]
+    """Every notebook of the course: each edition's (`links.edition_notebooks`) in order, English first."""
+    return [path for path, _, _ in edition_notebooks(ROOT)]
 
 
 def notebooks_from_args(args: Sequence[str]) -> tuple[list[Path], list[str]]:

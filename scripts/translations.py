@@ -35,6 +35,7 @@ import polib
 from links import (
     BADGE_LINE,
     EDITIONS,
+    NUMBERED,
     SETUP_CELL_ID,
     TRANSLATIONS,
     cell_text,
@@ -54,7 +55,7 @@ MASK = "\x00string\x00"  # what every string constant becomes when two cells' co
 
 def english_notebooks(root: Path = ROOT) -> list[Path]:
     """The English notebooks, in course order."""
-    return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return sorted((root / "notebooks").glob(NUMBERED))
 
 
 def edition_path(english: Path, root: Path = ROOT) -> Path:

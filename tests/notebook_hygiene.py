@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from links import cell_text
 from regenerate import marker_tags
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,11 +67,6 @@ HEADINGS = {
 }
 
 
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
 def _output_text(output: dict) -> str:
     text = output.get("text", "")
     text = "".join(text) if isinstance(text, list) else text
@@ -93,7 +89,7 @@ def notebook_problems(nb: dict, name: str, readme: str, language: str = "en") ->
     if not cells or cells[0].get("cell_type") != "markdown":
         problems.append("the first cell is not a markdown title cell")
     else:
-        first = _source(cells[0])
+        first = cell_text(cells[0])
         if not re.match(r"#\s+\S", first):
             problems.append("the first cell does not start with a '# ' title")
         if words["learn"] not in first:
@@ -105,7 +101,7 @@ def notebook_problems(nb: dict, name: str, readme: str, language: str = "en") ->
             problems.append(f"the first cell has no '{words['need']}' section")
         elif not need["body"].strip().lower().startswith(words["answer"].lower()):
             problems.append(f"the '{words['need']}' section does not answer '{words['answer']}.'")
-    headings = "\n".join(_source(c) for c in cells if c.get("cell_type") == "markdown")
+    headings = "\n".join(cell_text(c) for c in cells if c.get("cell_type") == "markdown")
     for section in words["sections"]:
         if section not in headings:
             problems.append(f"no '{section}' section")
@@ -116,7 +112,7 @@ def notebook_problems(nb: dict, name: str, readme: str, language: str = "en") ->
 
     compared = 0
     for number, cell in enumerate(code, start=1):
-        src = _source(cell)
+        src = cell_text(cell)
         marker = next((m for m in MARKERS if m in src), None)
         if marker:
             line = next(ln for ln in src.splitlines() if marker in ln)
@@ -238,7 +234,7 @@ def helper_modules(nb: dict) -> list[str]:
         match["module"]
         for cell in nb.get("cells", [])
         if cell.get("cell_type") == "code"
-        for match in HELPER_IMPORT.finditer(_source(cell))
+        for match in HELPER_IMPORT.finditer(cell_text(cell))
     }
     return sorted(found)
 
