@@ -33,10 +33,10 @@ def exercise_code(notebook: dict) -> str:
     for cell in notebook["cells"]:
         text = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
-            if EXERCISES.search(text):
-                inside = True
-            if DEEPER.search(text):
-                inside = False
+            exercises = [m.start() for m in EXERCISES.finditer(text)]
+            deeper = [m.start() for m in DEEPER.finditer(text)]
+            if exercises or deeper:  # the later heading of the cell decides
+                inside = max(exercises, default=-1) > max(deeper, default=-1)
         elif inside:
             code.append(text)
     return "\n".join(code)
