@@ -143,6 +143,13 @@ def accumulates_with_exit_stack(ddp, micro_batches):
     F.mse_loss(ddp(x), y).div(len(micro_batches)).backward()
 
 
+def joins_the_micro_batches(ddp, micro_batches):
+    """One forward and backward on the micro-batches joined: right gradients, one all-reduce."""
+    x = torch.cat([x for x, _ in micro_batches])
+    y = torch.cat([y for _, y in micro_batches])
+    F.mse_loss(ddp(x), y).backward()
+
+
 def replaces_the_weight(ddp, micro_batches):
     ddp.module.weight = torch.nn.Parameter(torch.zeros(1, 3))
     accumulates_with_no_sync(ddp, micro_batches)
@@ -177,6 +184,7 @@ def test_accumulation_right(right):
         (raises, "on rank 0 your function raised KeyError: 'x'"),
         (divides_by_four, "with 3 micro-batches the gradients differ"),
         (replaces_the_weight, "replaced the model's parameters"),
+        (joins_the_micro_batches, "1 forward pass(es) for 4 micro-batches, the largest on"),
         (exits, "called sys.exit(0)"),
         (ends_its_process, "exited with code 3"),
     ],

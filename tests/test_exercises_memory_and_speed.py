@@ -115,6 +115,17 @@ def checkpoints_all_as_one(blocks, x):  # every block runs again, but only x is 
     return checkpoint(lambda t: plain(blocks, t), x, use_reentrant=False)
 
 
+def makes_x_require_grad(blocks, x):  # reentrant made to work by changing the caller's tensor
+    x.requires_grad_()
+    return reentrant(blocks, x)
+
+
+def detaches_between_blocks(blocks, x):  # the earlier blocks get no gradient
+    for block in blocks:
+        x = checkpoint(block, x.detach(), use_reentrant=False)
+    return x
+
+
 def calls_exit(blocks, x):
     sys.exit(0)
 
@@ -146,6 +157,8 @@ def test_checkpointed_forward_right(forward):
         (lambda blocks, x: 1 / 0, "ZeroDivisionError"),
         (calls_exit, "sys.exit()"),
         (checkpoints_all_as_one, "checkpointed together"),
+        (makes_x_require_grad, "made the caller's x require a gradient"),
+        (detaches_between_blocks, "2 of the 3 blocks got no gradient while the later ones did"),
     ],
 )
 def test_checkpointed_forward_wrong(forward, hint):
@@ -215,6 +228,24 @@ def never_zeroes(ddp, optimizer, scaler, x, y):  # right on the first two batche
     scaler.update()
 
 
+def backward_inside_autocast(ddp, optimizer, scaler, x, y):  # the same numbers; autocast's docs advise not
+    optimizer.zero_grad()
+    with torch.autocast("cpu", dtype=torch.float16):
+        scaler.scale(F.mse_loss(ddp(x), y)).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def under_no_sync(ddp, optimizer, scaler, x, y):  # unscaled right, but never all-reduced
+    optimizer.zero_grad()
+    with ddp.no_sync():
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = F.mse_loss(ddp(x), y)
+        scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
 def rank_exits(ddp, optimizer, scaler, x, y):
     ddp(x)  # uses its arguments, then leaves
     sys.exit(0)
@@ -239,6 +270,8 @@ def test_amp_step_right(step):
         (in_float32, "float32"),
         (steps_with_scaled_gradients, "No inf checks were recorded prior to update."),
         (never_zeroes, "Zero the gradients"),
+        (backward_inside_autocast, "the backward ran inside the autocast block"),
+        (under_no_sync, "DDP all-reduced nothing on a normal batch"),
     ],
 )
 def test_amp_step_wrong(step, hint):

@@ -78,6 +78,11 @@ def writes_os_environ(environ: dict, value: str) -> None:
     os.environ["COURSE_TEST_ONLY"] = value  # the wrong mapping (and not the right name)
 
 
+def writes_both(environ: dict, value: str) -> None:
+    environ["CUDA_VISIBLE_DEVICES"] = value
+    os.environ["COURSE_TEST_ONLY_BOTH"] = value  # the kernel's own environment as well
+
+
 def raises(environ: dict, value: str) -> None:
     raise KeyError(value)
 
@@ -135,6 +140,10 @@ def test_select_gpus_other_mistakes(monkeypatch):
     assert not result.ok and "environ passed in" in result.message
     result = check_select_gpus(raises)
     assert not result.ok and "KeyError" in result.message
+    monkeypatch.delenv("COURSE_TEST_ONLY_BOTH", raising=False)
+    result = check_select_gpus(writes_both)
+    assert not result.ok and "also changed this process's os.environ (COURSE_TEST_ONLY_BOTH" in result.message
+    assert "COURSE_TEST_ONLY_BOTH" not in os.environ, "the check undoes what the function wrote"
 
 
 @pytest.mark.parametrize("answer", [..., None, "environ['CUDA_VISIBLE_DEVICES'] = value"])

@@ -118,6 +118,8 @@ def _accumulation_round(step: Callable[[DDP, list], Any], micro_batches: int) ->
         return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
 
     ddp.register_comm_hook(state=None, hook=counting)
+    batches: list[int] = []  # the samples each forward of the model received
+    model.register_forward_pre_hook(lambda module, args: batches.append(len(args[0])))
     initial = [p.detach().clone() for p in params]
     generator = torch.Generator().manual_seed(micro_batches)
     size = world * micro_batches * _MICRO_SIZE
@@ -140,6 +142,7 @@ def _accumulation_round(step: Callable[[DDP, list], Any], micro_batches: int) ->
     F.mse_loss(reference(x), y).backward()
     return {
         "calls": len(calls),
+        "batches": batches,
         "grads": grads,
         "reference": [p.grad.clone() for p in reference.parameters()],
         "replaced": replaced,
@@ -190,6 +193,19 @@ def _round_verdict(ranks: list[dict[str, Any]], micro_batches: int) -> CheckResu
                 "with {micro_batches} micro-batches the gradients differ from those of the whole batch: "
                 "backward() once per micro-batch, each loss scaled by how many micro-batches there are."
             ).format(micro_batches=micro_batches)
+        )
+    if len(first["batches"]) < micro_batches or max(first["batches"], default=0) > _MICRO_SIZE:
+        return failed(
+            _(
+                "right gradients, but {forwards} forward pass(es) for {micro_batches} micro-batches, the "
+                "largest on {largest} samples: the micro-batches were joined into one batch, whose "
+                "activations are all in memory at once, which accumulation is there to avoid. Run forward "
+                "and backward on one micro-batch at a time."
+            ).format(
+                forwards=len(first["batches"]),
+                micro_batches=micro_batches,
+                largest=max(first["batches"], default=0),
+            )
         )
     if first["calls"] != 1:
         return failed(

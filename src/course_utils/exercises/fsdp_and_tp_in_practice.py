@@ -75,8 +75,8 @@ def check_accumulation_collectives(all_gathers: Any, reduce_scatters: Any) -> Ch
         _(
             "{gathers} all-gathers (2 layers x forward and backward x {micro_batches} micro-batches) and "
             "{scatters} reduce-scatters (the last micro-batch only): skipping the sync saves "
-            "reduce-scatters, not all-gathers (set_reshard_after_backward(False) would keep the gathered "
-            "weights instead)."
+            "reduce-scatters, not all-gathers (set_reshard_after_backward(False) would skip the next "
+            "forward's all-gathers, reshard_after_forward=False the backward's)."
         ).format(gathers=gathers, micro_batches=MICRO_BATCHES, scatters=scatters)
     )
 

@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.amp import GradScaler
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
@@ -170,6 +171,14 @@ def check_checkpointed_forward(forward: Any) -> CheckResult:
     out, calls, saved, error = _run_forward(forward, blocks, x)
     if error:
         return failed(_("{problem}; run each block on the output of the one before.").format(problem=error))
+    if x.requires_grad:
+        return failed(
+            _(
+                "your function made the caller's x require a gradient (x.requires_grad_()), which changes "
+                "a tensor it does not own: that is what use_reentrant=True needs. Use "
+                "use_reentrant=False, which works when the input needs no gradient."
+            )
+        )
     if out is None:
         return failed(_("the function returned None: return the last block's output."))
     if not isinstance(out, torch.Tensor):
@@ -196,6 +205,15 @@ def check_checkpointed_forward(forward: Any) -> CheckResult:
             )
         )
     grads = [p.grad for p in blocks.parameters()]
+    without = [i for i, b in enumerate(blocks) if any(p.grad is None for p in b.parameters())]
+    if without and len(without) < len(blocks):
+        return failed(
+            _(
+                "{missing} of the {blocks} blocks got no gradient while the later ones did: the graph "
+                "was cut between blocks (x.detach(), x.data, or a block under torch.no_grad()). Pass each "
+                "block's output on as it is."
+            ).format(missing=len(without), blocks=len(blocks))
+        )
     if any(g is None for g in grads):
         return failed(
             _(
@@ -265,6 +283,12 @@ def _reference_step(
     scaler.update()
 
 
+def _counting_allreduce(state: list[int], bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP's own all-reduce, noting each bucket in `state`: how the check sees that DDP synchronised."""
+    state.append(bucket.index())
+    return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]
+
+
 def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
     """One rank: the reader's step and the reference step, on a normal, an overflowing, a normal batch."""
     dist.init_process_group("gloo")
@@ -282,10 +306,18 @@ def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
             ddp = DDP(model)
             dtypes: list[torch.dtype] = []
             model.register_forward_hook(lambda m, args, out, dtypes=dtypes: dtypes.append(out.dtype))
+            allreduces: list[int] = []  # the buckets DDP all-reduced
+            in_autocast: list[bool] = []  # whether each backward ran under autocast
+            ddp.register_comm_hook(state=allreduces, hook=_counting_allreduce)
+            model.weight.register_hook(
+                lambda g, in_autocast=in_autocast: in_autocast.append(torch.is_autocast_enabled("cpu"))
+            )
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             scaler = GradScaler("cpu", init_scale=_SCALE)
             seen = {}
             for name, (bx, by) in batches.items():
+                allreduces.clear()
+                in_autocast.clear()
                 try:
                     fn(ddp, optimizer, scaler, bx, by)
                 except SystemExit:
@@ -297,6 +329,8 @@ def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
                 seen[name] = {
                     "weights": [p.detach().clone() for p in model.parameters()],
                     "scale": scaler.get_scale() if scaler.is_enabled() else None,
+                    "allreduces": len(allreduces),
+                    "backward under autocast": any(in_autocast),
                 }
                 if result["error"]:
                     break
@@ -347,6 +381,14 @@ def check_amp_step(step: Any) -> CheckResult:
                 "torch.autocast('cpu', dtype=torch.float16)."
             )
         )
+    if any(reader[name]["backward under autocast"] for name in ("normal", "overflowing", "normal again")):
+        return failed(
+            _(
+                "the backward ran inside the autocast block. Autocast is for the forward pass and the loss; "
+                "its documentation advises against backward under it: leave the with block, then call "
+                "scaler.scale(loss).backward()."
+            )
+        )
     normal_ok = all(
         torch.allclose(a, b, atol=1e-6)
         for a, b in zip(reader["normal"]["weights"], reference["normal"]["weights"], strict=True)
@@ -356,6 +398,14 @@ def check_amp_step(step: Any) -> CheckResult:
             torch.equal(a, b) for a, b in zip(reader["normal"]["weights"], _initial_weights(), strict=True)
         ):
             return failed(_("the weights did not change on a normal batch: call scaler.step(optimizer)."))
+        if reader["normal"]["allreduces"] == 0:
+            return failed(
+                _(
+                    "DDP all-reduced nothing on a normal batch, so each rank stepped with its own gradients: "
+                    "the backward ran under ddp.no_sync() (or not through the DDP model). Run it through "
+                    "ddp, outside no_sync()."
+                )
+            )
         if any(not torch.isfinite(w).all() for w in reader["normal"]["weights"]):
             return failed(_("the weights became inf or nan: the optimizer stepped with scaled gradients."))
         return failed(

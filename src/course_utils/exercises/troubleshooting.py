@@ -2,11 +2,12 @@
 
 Exercise 1 gives real error messages (the ones notebook 11 reproduces) and asks for the fix,
 as a letter; a wrong letter gets a hint on why that fix does not address the cause. Exercise 2
-asks for a corrected version of seed 002's GPU selection, which used `os.environ.setdefault`.
+asks for a corrected version of source article 002's GPU selection, which used `os.environ.setdefault`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -170,11 +171,23 @@ def check_error_fix(number: int, answer: object) -> CheckResult:
     )
 
 
+def _restore_environ(saved: dict[str, str]) -> list[str]:
+    """Put os.environ back as `saved` holds it; the names that had changed, sorted."""
+    changed = sorted(k for k in set(saved) | set(os.environ) if saved.get(k) != os.environ.get(k))
+    for name in changed:
+        if name in saved:
+            os.environ[name] = saved[name]
+        else:
+            del os.environ[name]
+    return changed
+
+
 def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | None) -> CheckResult:
     """Check `select_gpus(environ, value)`: after the call environ["CUDA_VISIBLE_DEVICES"] == value.
 
     It is called on plain dicts standing for the environment: one where the variable is unset
-    and one where the shell already set it (seed 002's `setdefault` keeps the old value there).
+    and one where the shell already set it (source article 002's `setdefault` keeps the old value
+    there). A function that also writes this process's `os.environ` is told so, and the change undone.
     """
     if (verdict := not_a_function(select_gpus, "select_gpus(environ, value)")) is not None:
         return verdict
@@ -187,7 +200,9 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
     for environ, value, case in cases:
         where = translated(case)
         before = dict(environ)
+        process_environ = dict(os.environ)
         outcome = call_reader(select_gpus, environ, value)
+        touched = _restore_environ(process_environ)
         if outcome.problem is not None:
             return failed(
                 _("with {where} your function {problem}").format(where=where, problem=outcome.problem)
@@ -213,6 +228,13 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
                 _("with {where} the other variables changed: set this one variable, leave the rest.").format(
                     where=where
                 )
+            )
+        if touched:
+            return failed(
+                _(
+                    "the environ passed in is right, but your function also changed this process's "
+                    "os.environ ({names}; the check undid it): write only to the environ passed in."
+                ).format(names=", ".join(touched))
             )
     return passed(
         _(
