@@ -580,7 +580,7 @@ WORDS = {
         "machine": "Machine",
         "results": "What passed",
         "differs": "Outputs that differ from the CPU's",
-        "failures": "Failures",
+        "failures": "failed",
         "notebook": "notebook",
         "cells": "cells passed / failed / skipped",
         "first_error": "first error",
@@ -630,10 +630,15 @@ def page_name(report: dict[str, Any]) -> str:
 
 
 def side_by_side(cpu: str, gpu: str, words: dict[str, str]) -> str:
-    """Two outputs as a two-column HTML table (MyST passes HTML through)."""
+    """Two outputs as a two-column HTML table on one line (MyST passes HTML through; a blank line
+    would end the HTML block, so each line break inside is `&#10;`)."""
+
+    def shown(text: str) -> str:
+        return html.escape(text).replace("\n", "&#10;")
+
     return (
         f"<table><tr><th>{words['cpu']}</th><th>{words['gpu']}</th></tr>"
-        f"<tr><td><pre>{html.escape(cpu)}</pre></td><td><pre>{html.escape(gpu)}</pre></td></tr></table>"
+        f"<tr><td><pre>{shown(cpu)}</pre></td><td><pre>{shown(gpu)}</pre></td></tr></table>"
     )
 
 

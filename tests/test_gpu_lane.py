@@ -198,8 +198,9 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     page = (tmp_path / "docs" / "gpu-runs" / f"{name}.md").read_text()
     assert page.startswith("# Verified on NVIDIA H100 80GB HBM3 · torch 2.11.0+cu130")
     assert f"### 00_start_here.ipynb, Cell {dependent[0]}" in page and "cuda:0 &lt;the GPU&gt;" in page
-    assert "### 00_start_here.ipynb, Cell 2 — Failures: `AssertionError: boom`" in page
+    assert "### 00_start_here.ipynb, Cell 2 — failed: `AssertionError: boom`" in page
     assert "The table in CONTRIBUTING (1 GPU) says:" in page
+    assert "\n\n<table>" in page and "&#10;" in page  # an HTML block on one line: no blank line ends it
     assert f"> {gpu_lane.gpu_table()['00']['1 GPU']}" in page
 
 
