@@ -694,14 +694,18 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
     for name, group in report["notebooks"].items():
         if name not in executed:
             continue
-        stored = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))
-        pairs = list(zip(code_cells(stored), code_cells(executed[name]), strict=True))
+        stored_path = ROOT / "notebooks" / name
+        stored = (
+            json.loads(stored_path.read_text(encoding="utf-8")) if stored_path.is_file() else {"cells": []}
+        )
+        cpu_cells = {cell.get("id"): cell for cell in code_cells(stored)}  # by id: cells may have moved since
         failed = {f["cell"]: f["error"] for f in group["failures"]}
         differing, same = [], 0
-        for number, (cpu, gpu) in enumerate(pairs):
+        for number, gpu in enumerate(code_cells(executed[name])):
             ran = gpu.get("metadata", {}).get(RAN_KEY, False)
-            if not (number in failed or (ran and hardware_dependent(cpu))):
+            if not (number in failed or (ran and hardware_dependent(gpu))):
                 continue
+            cpu = cpu_cells.get(gpu.get("id"), {"outputs": [], "source": gpu["source"]})
             cpu_text, gpu_text = output_text(cpu["outputs"]), output_text(gpu["outputs"])
             if cpu_text == gpu_text and number not in failed:
                 same += 1
