@@ -782,7 +782,7 @@ def gpu_report(run_dir: Path, docs: Path) -> int:
         print(f"{report_path} is missing: give the folder that `gpu run --out DIR` wrote.", file=sys.stderr)
         return 2
     report = json.loads(report_path.read_text(encoding="utf-8"))
-    if report["rehearsal"] and docs.resolve() == DOCS:
+    if report["rehearsal"] and docs.resolve() == DOCS.resolve():
         print(
             f"{run_dir} holds a CPU rehearsal (no GPU): its page would stand among the GPU runs. "
             "Give --docs DIR to write it elsewhere.",

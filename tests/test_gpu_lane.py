@@ -161,7 +161,7 @@ def test_the_table_of_contributing_has_a_row_per_notebook_and_a_column_per_machi
     ]
 
 
-def test_report_of_a_cpu_rehearsal_says_so_and_stays_out_of_the_sites_runs(tmp_path):
+def test_report_of_a_cpu_rehearsal_says_so_and_stays_out_of_the_sites_runs(tmp_path, monkeypatch):
     assert gpu_lane.gpu_report(EXAMPLE, tmp_path / "docs") == 0
     report = json.loads((EXAMPLE / "report.json").read_text())
     name = gpu_lane.page_name(report)
@@ -172,7 +172,9 @@ def test_report_of_a_cpu_rehearsal_says_so_and_stays_out_of_the_sites_runs(tmp_p
     assert chinese.startswith("# CPU 预演（没有 GPU）")
     assert "| 00_start_here.ipynb | 12 / 0 / 0 |" in english
     assert name in (tmp_path / "docs" / "gpu-runs" / "index.md").read_text()
-    assert gpu_lane.gpu_report(EXAMPLE, gpu_lane.DOCS) == 2  # never among the GPU runs of the site
+    monkeypatch.setattr(gpu_lane, "DOCS", tmp_path / "site")  # the website's pages, as gpu_report knows them
+    assert gpu_lane.gpu_report(EXAMPLE, tmp_path / "site") == 2  # never among the GPU runs of the site
+    assert not (tmp_path / "site").exists()
 
 
 def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_path):
