@@ -251,6 +251,25 @@ def retarget(python: Path, args: list[str]) -> int:
     return run([python, "scripts/links.py", *args])
 
 
+def gpu_paths(args: list[str]) -> list[str]:
+    """The arguments with folder paths made absolute: the lane's script runs from the course root."""
+    folders, previous = [], None
+    for arg in args:
+        is_folder = previous in {"--out", "--wheels", "--docs"} or (
+            previous == "report" and not arg.startswith("-")
+        )
+        folders.append(str(Path(arg).resolve()) if is_folder else arg)
+        previous = arg
+    return notebook_paths(folders)
+
+
+def gpu(python: Path, args: list[str]) -> int:
+    """The GPU lane: `prepare` the wheels here, `run` the course on a GPU machine, `report` the run."""
+    if args[:1] == ["prepare"]:  # pip in .venv; `run` uses the GPU machine's own Python and torch
+        python = ensure_environment()
+    return run([python, "scripts/gpu_lane.py", *gpu_paths(args)])
+
+
 COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
     "lab": lab,
     "test": test,
@@ -259,9 +278,10 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
     "site": site,
     "translate": translate,
     "retarget": retarget,
+    "gpu": gpu,
 }
 # Commands that need only the standard library: they run with this Python, before any set-up.
-WITHOUT_SETUP = {"retarget"}
+WITHOUT_SETUP = {"retarget", "gpu"}
 
 
 def usage() -> str:
