@@ -272,7 +272,7 @@ def test_rank_failures_in_chinese(monkeypatch):
 
     monkeypatch.setattr(ranks, "launch", peer_left)
     assert str(check_average_gradients(averages)) == (
-        "未通过：rank 0 在集合通信中失去了对方：另一个 rank 根本没有调用它就离开了。"
+        "未通过：rank 0 在集合通信中失去了对端：另一个 rank 根本没有调用它就离开了。"
         "每个 rank 都必须以相同的顺序做相同的集合通信调用。"
     )
 
