@@ -144,3 +144,15 @@ def test_padding_counts_a_chinese_character_as_two_columns():
     assert i18n.pad("加速器设备数", 4) == "加速器设备数"  # wider than the column: left as it is
     with pytest.raises(ValueError, match="align must be"):
         i18n.pad("x", 3, "^")
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_the_throughput_table_aligns_by_display_width_in_both_languages(monkeypatch, language):
+    from course_utils.throughput import format_table
+
+    monkeypatch.setenv(i18n.LANGUAGE_VARIABLE, language)
+    row = {"config": "DDP，2 个进程", "processes": 2, "threads": 1, "median_step_s": 0.01}
+    row |= {"iqr_step_s": 0.001, "samples_per_s": 1000.0, "global_batch": 64}
+    lines = format_table([{**row, "config": "one process"}, row]).splitlines()
+    assert len({i18n.display_width(line) for line in lines}) == 1, lines
+    assert ("配置" in lines[0]) == (language == "zh-CN")
