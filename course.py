@@ -32,17 +32,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import course_shell  # noqa: E402
 from course_shell import (  # noqa: E402
+    CHINESE,
     env_python,
     install,
     lint_and_test,
     requirement_name,
     requirements_for_tests,
     run,
+    say,
     worker_count,
 )
 
 VENV = ROOT / ".venv"
+# The language of course.py's own messages: `--language zh-CN` first, else COURSE_LANGUAGE or the locale.
+LANGUAGE_FLAG = "--language"
+LANGUAGES = ("en", CHINESE)
 STAMP = VENV / "course-install.stamp"
 
 
@@ -54,16 +60,22 @@ def venv_python() -> Path:
 def ensure_environment() -> Path:
     """Create `.venv` and install the course into it unless it is already up to date."""
     if sys.version_info < (3, 11):  # noqa: UP036 - an older python3 may start this script
-        sys.exit(f"The course needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
+        sys.exit(
+            say("The course needs Python 3.11 or newer; this is {version}.").format(
+                version=sys.version.split()[0]
+            )
+        )
     if not venv_python().exists():
-        print(f"Creating the virtual environment {VENV.name}/ ...", flush=True)
+        print(say("Creating the virtual environment {name}/ ...").format(name=VENV.name), flush=True)
         try:
             venv.EnvBuilder(with_pip=True).create(VENV)
         except (OSError, subprocess.CalledProcessError) as err:
             shutil.rmtree(VENV, ignore_errors=True)  # a half-made .venv would fail every later run
             sys.exit(
-                f"Creating {VENV.name}/ failed ({err}). Python's venv module with pip is needed: on "
-                "Debian or Ubuntu install it with `sudo apt install python3-venv`, then run this again."
+                say(
+                    "Creating {name}/ failed ({error}). Python's venv module with pip is needed: on Debian "
+                    "or Ubuntu install it with `sudo apt install python3-venv`, then run this again."
+                ).format(name=VENV.name, error=err)
             )
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if not STAMP.exists() or STAMP.read_text().strip() != wanted:
@@ -81,7 +93,7 @@ def lab_command(python: Path, rest: list[str], euid: int | None) -> list[str | P
     """JupyterLab's command line; as root (Docker, WSL, cloud shells) JupyterLab needs --allow-root."""
     command: list[str | Path] = [python, "-m", "jupyterlab", *(rest or ["notebooks/00_start_here.ipynb"])]
     if euid == 0 and "--allow-root" not in rest:
-        print("Running as root: starting JupyterLab with --allow-root.", flush=True)
+        print(say("Running as root: starting JupyterLab with --allow-root."), flush=True)
         command.append("--allow-root")
     return command
 
@@ -286,7 +298,11 @@ WITHOUT_SETUP = {"retarget", "gpu"}
 
 def usage() -> str:
     """The list of commands, one line each, from the first line of their docstrings."""
-    lines = ["Usage: python3 course.py COMMAND [ARGUMENT ...]", "", "Commands (set-up first, if needed):"]
+    lines = [
+        "Usage: python3 course.py [--language zh-CN] COMMAND [ARGUMENT ...]",
+        "",
+        "Commands (set-up first, if needed):",
+    ]
     for name, command in COMMANDS.items():
         lines.append(f"  {name:<12}{(command.__doc__ or '').splitlines()[0]}")
     lines += ["", "`python3 course.py COMMAND --help` says more about one command."]
@@ -295,12 +311,32 @@ def usage() -> str:
 
 def main(argv: list[str]) -> int:
     """Run the command that argv names; 2 (with the list of commands) when it names none."""
+    if argv and argv[0].startswith(LANGUAGE_FLAG):
+        flag, _, value = argv[0].partition("=")
+        if flag == LANGUAGE_FLAG:
+            if not value:
+                value, argv = (argv[1] if len(argv) > 1 else ""), argv[1:]
+            if value not in LANGUAGES:
+                print(
+                    say("{flag} takes a language: {languages}.").format(
+                        flag=flag, languages=", ".join(LANGUAGES)
+                    ),
+                    file=sys.stderr,
+                )
+                return 2
+            course_shell.chosen_language = value
+            argv = argv[1:]
     command, args = (argv[0], argv[1:]) if argv else (None, [])
     if command in {"help", "-h", "--help"}:
         print(usage())
         return 0
     if command not in COMMANDS:
-        unknown = f'"{command}" is not a command of course.py.\n' if command else "No command given.\n"
+        unknown = (
+            say('"{command}" is not a command of course.py.').format(command=command)
+            if command
+            else say("No command given.")
+        )
+        unknown += "\n"
         print(unknown + usage(), file=sys.stderr)
         return 2
     if command == "test":

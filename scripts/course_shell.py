@@ -30,6 +30,52 @@ _SENT_BY_A_PROCESS = 0
 CAN_TELL_SENDER = hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask")
 
 
+LANGUAGE_VARIABLE = "COURSE_LANGUAGE"  # the course's language, as the notebooks' set-up cell sets it
+CHINESE = "zh-CN"
+chosen_language: str | None = None  # course.py's --language flag, when given
+# course.py's own messages in Chinese, by their English: course.py runs before polib is installed.
+CHINESE_MESSAGES = {
+    "https://pypi.org/simple (pip's default)": "https://pypi.org/simple（pip 的默认源）",
+    "Installing with pip from {index}.": "用 pip 从 {index} 安装。",
+    "Installing the course failed: pip could not download the packages (no connection to the "
+    "package index, see above). Check the network, set a proxy (HTTPS_PROXY=http://host:port) "
+    "or point pip at a reachable index (PIP_INDEX_URL=...), then run this again.": "安装课程失败：pip "
+    "下载不到软件包（连不上软件包索引，见上方输出）。请检查网络，设置代理（HTTPS_PROXY=http://主机:端口），"
+    "或者让 pip 改用一个连得上的镜像源（PIP_INDEX_URL=...，例如 https://pypi.tuna.tsinghua.edu.cn/simple），"
+    "然后重新运行。",
+    "Installing the course failed (pip exit status {status}); see above.": "安装课程失败（pip 退出码 "
+    "{status}），见上方输出。",
+    "Creating the virtual environment {name}/ ...": "正在创建虚拟环境 {name}/ ……",
+    "The course needs Python 3.11 or newer; this is {version}.": "本课程需要 Python 3.11 或更新的版本，"
+    "当前是 {version}。",
+    "Creating {name}/ failed ({error}). Python's venv module with pip is needed: on Debian or Ubuntu "
+    "install it with `sudo apt install python3-venv`, then run this again.": "创建 {name}/ 失败"
+    "（{error}）。需要带 pip 的 Python venv 模块：在 Debian 或 Ubuntu 上用 `sudo apt install python3-venv` "
+    "安装，然后重新运行。",
+    "Running as root: starting JupyterLab with --allow-root.": "以 root 身份运行：启动 JupyterLab 时加上 "
+    "--allow-root。",
+    '"{command}" is not a command of course.py.': "“{command}”不是 course.py 的命令。",
+    "No command given.": "没有给出命令。",
+    "{flag} takes a language: {languages}.": "{flag} 后面要给出一种语言：{languages}。",
+}
+
+
+def language(env: dict[str, str] | None = None) -> str:
+    """course.py's language: its --language flag, else COURSE_LANGUAGE, else the locale (LC_ALL, LANG)."""
+    env = os.environ if env is None else env
+    candidates = [
+        chosen_language,
+        *(env.get(name) for name in (LANGUAGE_VARIABLE, "LC_ALL", "LC_MESSAGES", "LANG")),
+    ]
+    chosen = next((value.strip() for value in candidates if value and value.strip()), "en")
+    return CHINESE if chosen.lower().startswith("zh") else "en"
+
+
+def say(message: str) -> str:
+    """`message` (one of course.py's own) in course.py's language."""
+    return CHINESE_MESSAGES.get(message, message) if language() == CHINESE else message
+
+
 def env_python(env: Path) -> Path:
     """The interpreter inside the virtual environment `env`."""
     return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
@@ -164,19 +210,44 @@ def requirement_name(requirement: str) -> str:
     return match[0]
 
 
+def package_index(python: Path, env: dict[str, str] | None = None) -> str:
+    """Where pip in `python`'s environment downloads from: PIP_INDEX_URL, else its settings, else PyPI."""
+    env = os.environ if env is None else env
+    found = [
+        env[name] for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS") if env.get(name)
+    ]
+    if not env.get("PIP_INDEX_URL"):
+        try:
+            listed = subprocess.run(
+                [str(python), "-m", "pip", "config", "list"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            listed = ""
+        configured = re.findall(r"^(?:global|install)\.index-url='([^']*)'", listed, re.MULTILINE)
+        found.insert(0, configured[0] if configured else say("https://pypi.org/simple (pip's default)"))
+    return ", ".join(found)
+
+
 def install(python: Path, *pip_args: str) -> None:
     """`pip install` into the environment of `python`; exit with one line saying why if that fails."""
+    print(say("Installing with pip from {index}.").format(index=package_index(python)), flush=True)
     output: list[str] = []
     status = run([python, "-m", "pip", "install", "--quiet", *pip_args], output=output)
     if status == 0:
         return
     if any(NO_NETWORK.search(line) for line in output):
         sys.exit(
-            "Installing the course failed: pip could not download the packages (no connection to the "
-            "package index, see above). Check the network, set a proxy (HTTPS_PROXY=http://host:port) "
-            "or point pip at a reachable index (PIP_INDEX_URL=...), then run this again."
+            say(
+                "Installing the course failed: pip could not download the packages (no connection to the "
+                "package index, see above). Check the network, set a proxy (HTTPS_PROXY=http://host:port) "
+                "or point pip at a reachable index (PIP_INDEX_URL=...), then run this again."
+            )
         )
-    sys.exit(f"Installing the course failed (pip exit status {status}); see above.")
+    sys.exit(say("Installing the course failed (pip exit status {status}); see above.").format(status=status))
 
 
 def lint_and_test(

@@ -107,14 +107,16 @@ def read_repository(pyproject: str) -> Repository:
     return parse_repository(urls["Repository"])
 
 
+SOURCE_VARIABLE = "COURSE_SOURCE"  # what the set-up cell installs the course from, where it is set
 SETUP_TEMPLATE = "\n".join(
     [
         "{comment}",
         "import importlib.util, os, subprocess, sys",
         'os.environ["COURSE_LANGUAGE"] = "{language}"  # {language_comment}',
+        'course_source = os.environ.get("' + SOURCE_VARIABLE + '", "{source}")  # {source_comment}',
         'if importlib.util.find_spec("course_utils") is None:  # {install_comment}',
-        '    for step in (["pip", "install", "-q", "--no-deps", "{source}"], '
-        '["course_utils.setup", "{source}"]): subprocess.check_call([sys.executable, "-m", *step])',
+        '    for step in (["pip", "install", "-q", "--no-deps", course_source], '
+        '["course_utils.setup", course_source]): subprocess.check_call([sys.executable, "-m", *step])',
         "",
     ]
 )
@@ -125,12 +127,14 @@ SETUP_WORDS = {
         "nothing.",
         "language_comment": "the language of the course's messages in this notebook",
         "install_comment": "pip installs course_utils; course_utils.setup does the rest",
+        "source_comment": "or a wheel file, or course-utils from a package index",
     },
     "zh-CN": {
         "comment": "# Colab、Kaggle 和 Studio Lab 的准备步骤：在已装好课程的地方（克隆的仓库、conda、Binder）"
         "这里什么也不安装。",
         "language_comment": "本笔记本里课程提示信息所用的语言",
         "install_comment": "pip 安装 course_utils，其余由 course_utils.setup 完成",
+        "source_comment": "也可以是一个 wheel 文件，或软件包索引（镜像源）里的 course-utils",
     },
 }
 
@@ -139,7 +143,8 @@ def setup_cell_source(source: str, language: str = "en") -> str:
     """The first code cell of every notebook: it sets the notebook's language and, where `course_utils`
     does not import, sets the course up.
 
-    `source` is what pip installs the course from (`git+https://github.com/OWNER/NAME`); the
+    `source` is what pip installs the course from (`git+https://github.com/OWNER/NAME`) unless the
+    runtime sets `COURSE_SOURCE` (a wheel file, `course-utils` from a package index); the
     logic (keep or install torch, the other requirements, the worker scripts) is in course_utils.setup.
     `language` is the edition's ("en", "zh-CN"); course_utils's messages follow it.
     """

@@ -261,6 +261,33 @@ def update(root: Path = ROOT) -> list[str]:
     return written
 
 
+_WIDE = "\u3000-\u303f\u3400-\u9fff\uff00-\uffef"  # Chinese characters and punctuation
+_BLOCK_START = re.compile(r"\s*(?:[#|>*+-]|\d+[.)]\s|```|\$\$)")
+
+
+def joined(markdown: str) -> str:
+    """Chinese markdown with the line breaks inside its paragraphs removed: a break between two
+    Chinese characters renders as a space. Code blocks, headings, lists and tables keep their lines."""
+    lines = markdown.split("\n")
+    out: list[str] = []
+    fenced = False
+    for line in lines:
+        previous = out[-1] if out else ""
+        if (
+            not fenced
+            and re.search(f"[{_WIDE}]$", previous)
+            and re.match(f"[{_WIDE}]", line)
+            and not _BLOCK_START.match(previous)
+            and not _BLOCK_START.match(line)
+        ):
+            out[-1] = previous + line
+        else:
+            out.append(line)
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+    return "\n".join(out)
+
+
 def translated(po: polib.POFile) -> dict[str, polib.POEntry]:
     """The catalog's entries by cell id."""
     return {e.msgctxt: e for e in po if not e.obsolete and e.msgctxt is not None}
@@ -290,7 +317,7 @@ def build_notebook(english: Path, root: Path = ROOT) -> dict:
             if entry is None or not entry.msgstr or entry.fuzzy or entry.msgid != unit.english:
                 missing.append(unit.where(english.name))
                 continue
-            text = entry.msgstr
+            text = joined(entry.msgstr) if cell["cell_type"] == "markdown" else entry.msgstr
             if number == 1:
                 text = with_badge(text, repo.badge(EDITIONS[LANGUAGE] + english.name))
         cell["source"] = text.splitlines(keepends=True)

@@ -13,6 +13,7 @@ background case of course.py itself. No preexec_fn: a pytest-xdist worker runs t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,12 @@ import sys
 print("ready", flush=True)
 sys.stdin.readline()
 """
+
+
+@pytest.fixture(autouse=True)
+def english(monkeypatch):
+    """course.py's messages in English whatever the machine's locale; a test may choose another."""
+    monkeypatch.setattr(course_shell, "chosen_language", "en")
 
 
 @pytest.fixture
@@ -209,7 +216,7 @@ def unreachable_index(monkeypatch):
     for name in [n for n in os.environ if n.startswith("PIP_") or n.lower().endswith("_proxy")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/a-mirror/simple")
     monkeypatch.setenv("PIP_RETRIES", "1")  # pip names the connection error only when it retries
     monkeypatch.setenv("PIP_DEFAULT_TIMEOUT", "5")
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
@@ -224,7 +231,11 @@ def test_without_network_the_install_says_so_in_one_line_and_keeps_pips_output(
     message = str(failed.value.code)
     assert message.startswith("Installing the course failed: pip could not download the packages")
     assert "PIP_INDEX_URL" in message and "\n" not in message
-    assert "Retrying" in capsys.readouterr().out, "pip's own report is shown as it came"
+    out = capsys.readouterr().out
+    named = "Installing with pip from http://127.0.0.1:9/a-mirror/simple.\n"
+    assert out.startswith(named), "it names the index"
+    assert "Retrying" in out, "pip's own report is shown as it came"
+    assert "/a-mirror/simple/course-demo-package/" in out, "pip got PIP_INDEX_URL from course.py"
     assert not any(target.glob("*")), "nothing was installed"
 
 
@@ -235,6 +246,52 @@ def test_an_install_that_fails_for_another_reason_does_not_blame_the_network(
         course.install(Path(sys.executable), "--no-deps", "--target", str(tmp_path), str(tmp_path / "none"))
     assert str(failed.value.code).startswith("Installing the course failed (pip exit status 1)")
     assert "ERROR" in capsys.readouterr().out, "pip's own report is shown"
+
+
+def test_without_pip_index_url_the_index_in_pips_settings_is_named(tmp_path):
+    settings = tmp_path / "pip.conf"
+    settings.write_text("[global]\nindex-url = https://mirrors.example.cn/pypi/simple\n")
+    env = {"PIP_CONFIG_FILE": str(settings), "PIP_EXTRA_INDEX_URL": "https://download.example/whl/cpu"}
+    named = course_shell.package_index(Path(sys.executable), env)
+    assert named == "https://mirrors.example.cn/pypi/simple, https://download.example/whl/cpu"
+    with_variable = course_shell.package_index(
+        Path(sys.executable), {"PIP_INDEX_URL": "http://127.0.0.1:9/s"}
+    )
+    assert with_variable == "http://127.0.0.1:9/s"
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "said"),
+    [
+        (["--language", "zh-CN"], {}, "“frobnicate”不是 course.py 的命令。"),
+        (["--language=zh-CN"], {"COURSE_LANGUAGE": "en"}, "“frobnicate”不是 course.py 的命令。"),
+        ([], {"COURSE_LANGUAGE": "zh-CN", "LANG": "en_US.UTF-8"}, "“frobnicate”不是 course.py 的命令。"),
+        ([], {"LANG": "zh_CN.UTF-8"}, "“frobnicate”不是 course.py 的命令。"),
+        ([], {"LC_ALL": "C.UTF-8", "LANG": "zh_CN.UTF-8"}, '"frobnicate" is not a command of course.py.'),
+        (["--language", "en"], {"COURSE_LANGUAGE": "zh-CN"}, '"frobnicate" is not a command of course.py.'),
+    ],
+)
+def test_course_py_speaks_the_flags_language_else_course_language_else_the_locale(
+    monkeypatch, capsys, flag, env, said
+):
+    monkeypatch.setattr(course_shell, "chosen_language", None)
+    for name in ("COURSE_LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert course.main([*flag, "frobnicate"]) == 2
+    assert capsys.readouterr().err.startswith(said + "\n")
+
+
+def test_a_language_flag_without_a_known_language_names_the_choices(capsys):
+    assert course.main(["--language", "fr", "lab"]) == 2
+    assert capsys.readouterr().err == "--language takes a language: en, zh-CN.\n"
+    assert course.main(["--language"]) == 2
+
+
+def test_every_chinese_message_of_course_py_keeps_the_fields_of_its_english():
+    for english, chinese in course_shell.CHINESE_MESSAGES.items():
+        assert re.findall(r"{\w*}", english) == re.findall(r"{\w*}", chinese), english
 
 
 def test_test_help_says_how_to_run_serially_and_what_goes_to_pytest(capsys):

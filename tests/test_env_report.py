@@ -13,6 +13,7 @@ import torch
 from course_utils import env_report
 from course_utils.env_report import CgroupLimits, environment_report, read_cgroup_limits
 from course_utils.gpus import Inventory, demo_inventory
+from course_utils.i18n import display_width
 
 
 def test_report_matches_this_machine(monkeypatch):
@@ -220,9 +221,7 @@ def test_the_chinese_notebook_gets_the_report_in_chinese_with_its_values_kept(mo
     # A Chinese character takes two columns: the values still start in one column.
     lines = str(report).splitlines()
     assert len(lines) == len(rows)
-    starts = {
-        env_report._columns(line[: line.index(value)]) for line, (_, value) in zip(lines, rows, strict=True)
-    }
+    starts = {display_width(line[: line.index(value)]) for line, (_, value) in zip(lines, rows, strict=True)}
     assert len(starts) == 1
     container = dataclasses.replace(report, ram_bytes=64 * 2**30, ram_limit_bytes=2 * 2**30)
     ram = dict(container.rows())["内存"]

@@ -224,10 +224,10 @@ def test_feedback_in_chinese(monkeypatch):
     """A Chinese notebook (COURSE_LANGUAGE=zh-CN) gets the hints and verdicts in Chinese, values filled in."""
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     wrong = str(check_rank_bytes(PARAMS, FSDP))
-    assert wrong.startswith("还没对：`ddp_bytes` 是参数的一份 float32 副本的大小。"), wrong
+    assert wrong.startswith("未通过：`ddp_bytes` 是参数的一份 float32 副本的大小。"), wrong
     right = str(check_rank_bytes(DDP, FSDP))
     assert right.startswith(f"正确：DDP 在每个 rank 上保留 {DDP:,} 字节"), right
     assert f"FSDP 保留每一份的 1/{BYTES_WORLD_SIZE}，即 {FSDP:,} 字节" in right
-    assert str(check_local_shape((2, 6))).startswith("还没对：第 0 维并没有被分成相等的几份")
+    assert str(check_local_shape((2, 6))).startswith("未通过：第 0 维并没有被分成相等的几份")
     assert str(check_embedding_placements(Shard(1), Shard(0))).startswith("正确：embedding 的权重是")
-    assert str(check_local_shape("x")) == "还没对：把形状写成由整数（int）组成的元组，而不是 'x'。"
+    assert str(check_local_shape("x")) == "未通过：把形状写成由整数（int）组成的元组，而不是 'x'。"

@@ -110,9 +110,9 @@ def test_freest_value_refuses_what_is_no_string():
 
 def test_a_chinese_notebook_gets_the_hints_and_verdicts_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
-    assert str(check_physical_gpu(1)) == "还没对：这是逻辑编号本身；逻辑编号是列表中的位置，请沿着列表数。"
+    assert str(check_physical_gpu(1)) == "未通过：这是逻辑编号本身；逻辑编号是列表中的位置，请沿着列表数。"
     assert str(check_physical_gpu(2)) == "正确：cuda:1 是 '5,2,7' 的第二项：逻辑编号按列表来数。"
-    assert str(check_cuda_reading([1, 3, 0])).startswith("还没对：看看 CUDA 遇到第一个用不了的条目时怎么做")
+    assert str(check_cuda_reading([1, 3, 0])).startswith("未通过：看看 CUDA 遇到第一个用不了的条目时怎么做")
     assert str(check_cuda_reading([1, 3])).startswith("正确：CUDA 在第一个无效条目（-1）处停下")
-    assert str(check_freest_value("3,6")) == "还没对：你写了 2 个 GPU；练习要求 3 个。"
-    assert str(check_freest_value(...)).startswith("还没对：还没有答案：")
+    assert str(check_freest_value("3,6")) == "未通过：你写了 2 个 GPU；练习要求 3 个。"
+    assert str(check_freest_value(...)).startswith("未通过：还没有答案：")

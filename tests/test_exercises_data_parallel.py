@@ -124,19 +124,19 @@ def test_feedback_in_chinese(monkeypatch):
     """Where a notebook asks for Chinese, hints and verdicts come back in Chinese."""
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     assert str(check_replica_sizes([3, 3, 2, 2], 10, 4)) == (
-        "还没对：副本个数对了，大小不对：torch.chunk 不会把余数一行一行地分摊出去；"
+        "未通过：副本个数对了，大小不对：torch.chunk 不会把余数一行一行地分摊出去；"
         "除了最后一片可能更小以外，每片大小都相同"
     )
     assert str(check_replica_sizes([3, 3, 3, 1], 10, 4)) == (
         "正确：[3, 3, 3, 1]：在 4 个 GPU 上，批量 10 经 torch.chunk 切分后得到 4 个副本"
     )
     assert str(check_idle_batches({1, 8})) == (
-        "还没对：你的批量大小中有 1 个能让全部 8 个 GPU 都有活干；"
+        "未通过：你的批量大小中有 1 个能让全部 8 个 GPU 都有活干；"
         "你漏掉了 21 个会让 GPU 闲着的批量大小（也看看大于 8 的）。挑几个试试 replica_sizes(batch, 8)。"
     )
     assert str(check_idle_batches(IDLE)).startswith("正确：32 个批量大小中有 22 个会让 GPU 闲着")
     assert str(check_batch_dim(simulated_data_parallel(nn.GRU(4, 3), 3, dim=0))) == (
-        "还没对：对于形状为 (time=7, batch=6, features) 的输入，各副本沿 dim=0 拿到了 [3, 3, 1]："
+        "未通过：对于形状为 (time=7, batch=6, features) 的输入，各副本沿 dim=0 拿到了 [3, 3, 1]："
         "这不是它的批量维度"
     )
     assert str(check_batch_dim(simulated_data_parallel(nn.GRU(4, 3), 3, dim=1))).startswith(

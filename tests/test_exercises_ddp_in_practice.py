@@ -198,9 +198,9 @@ def test_feedback_in_chinese(monkeypatch):
     """A Chinese notebook (COURSE_LANGUAGE=zh-CN) gets the hints and verdicts in Chinese, values filled in."""
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     wrong = str(check_effective_batch(3 * 8 * 16))
-    assert wrong == "还没对：你数了每个 GPU，但优化器每更新一步之前，还要累积好几个微批量。", wrong
+    assert wrong == "未通过：你数了每个 GPU，但优化器每更新一步之前，还要累积好几个微批量。", wrong
     right = str(check_scaled_lr(0.6))
     assert right.startswith("正确：批量是参照方案的 6 倍，学习率也一样"), right
-    assert str(check_scaled_lr("0.6")) == "还没对：请给出一个数，而不是 str。"
+    assert str(check_scaled_lr("0.6")) == "未通过：请给出一个数，而不是 str。"
     too_large = str(check_accumulation_step(forgets_to_divide))
-    assert too_large.startswith("还没对：有 4 个微批量时，梯度大了 4 倍"), too_large
+    assert too_large.startswith("未通过：有 4 个微批量时，梯度大了 4 倍"), too_large

@@ -113,16 +113,16 @@ def test_the_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     hint = str(check_device_choice(cuda_only))
-    assert hint.startswith("还没对") and "在搭载 Apple 芯片的 Mac" in hint and "它选了 'cpu'" in hint
+    assert hint.startswith("未通过") and "在搭载 Apple 芯片的 Mac" in hint and "它选了 'cpu'" in hint
     assert "请在运行时询问这个 PyTorch 能用哪个加速器" in hint
 
     def raises() -> torch.device:
         raise KeyError("device")
 
     hint = str(check_device_choice(raises))
-    assert hint.startswith("还没对") and "在本机上" in hint and "它抛出了 KeyError" in hint
+    assert hint.startswith("未通过") and "在本机上" in hint and "它抛出了 KeyError" in hint
     hint = str(check_hidden_gpu_count("0"))
-    assert hint.startswith("还没对") and "设备数应当是整数" in hint and "不要加引号" in hint
+    assert hint.startswith("未通过") and "设备数应当是整数" in hint and "不要加引号" in hint
     assert str(check_hidden_gpu_count(0)).startswith("正确")
     right = str(
         check_device_choice(

@@ -245,17 +245,17 @@ def test_feedback_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     wrong, right = check_average_gradients(sums), check_average_gradients(averages)
     assert not wrong.ok
-    assert str(wrong) == "还没对：各 rank 的结果一致了，但得到的是梯度之和。DDP 求的是平均：要除一下。"
+    assert str(wrong) == "未通过：各 rank 的结果一致了，但得到的是梯度之和。DDP 求的是平均：要除一下。"
     assert right.ok and str(right).startswith("正确：无论 3 个 rank 还是 2 个"), str(right)
     short = check_sampler_indices([2, 6])
     assert str(short) == (
-        "还没对：rank 2 拿到 3 个索引，不是 2 个：每个 rank 拿到的个数相同，"
+        "未通过：rank 2 拿到 3 个索引，不是 2 个：每个 rank 拿到的个数相同，"
         "drop_last=False 时，采样器靠填充索引做到这一点。"
     )
     assert str(check_sampler_indices([2, 6, 0])).startswith("正确：4 个 rank 中的 rank 2 拿到 3 个索引")
     wrapped, _ = _wrapped_state()
     assert str(check_unprefixed_state_dict(wrapped, nn.Linear(3, 2), wrapped)).startswith(
-        "还没对：有些键仍以 'module.' 开头"
+        "未通过：有些键仍以 'module.' 开头"
     )
     plain = dict(wrapped)
     consume_prefix_in_state_dict_if_present(plain, "module.")
@@ -272,7 +272,7 @@ def test_rank_failures_in_chinese(monkeypatch):
 
     monkeypatch.setattr(ranks, "launch", peer_left)
     assert str(check_average_gradients(averages)) == (
-        "还没对：rank 0 在集合通信中失去了对方：另一个 rank 根本没有调用它就离开了。"
+        "未通过：rank 0 在集合通信中失去了对端：另一个 rank 根本没有调用它就离开了。"
         "每个 rank 都必须以相同的顺序做相同的集合通信调用。"
     )
 
@@ -280,4 +280,4 @@ def test_rank_failures_in_chinese(monkeypatch):
         raise LaunchError("no free port")
 
     monkeypatch.setattr(ranks, "launch", no_port)
-    assert str(check_average_gradients(averages)) == "还没对：无法启动各 rank：no free port"
+    assert str(check_average_gradients(averages)) == "未通过：无法启动各 rank：no free port"

@@ -175,18 +175,18 @@ def test_feedback_in_chinese(monkeypatch):
     """Where a notebook asks for Chinese, hints and verdicts come back in Chinese."""
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     assert str(check_samples_per_second(TRUTH / WORLD)) == (
-        "还没对：这是一个进程的吞吐量：任务的每一步处理的是所有 rank 的批量"
+        "未通过：这是一个进程的吞吐量：任务的每一步处理的是所有 rank 的批量"
     )
     assert str(check_samples_per_second(TRUTH)).startswith(
         f"正确：约 {TRUTH:.0f} 样本/秒：每步 4 x 32 个样本"
     )
     assert str(check_correct_snippets({"A", "C"})) == (
-        "还没对：你选的片段中有一个只给一次还没预热的调用计时，而且在 GPU 完成之前就读了时钟；"
+        "未通过：你选的片段中有一个只给一次还没预热的调用计时，而且在 GPU 完成之前就读了时钟；"
         "你漏掉了 1 个测量正确的片段（torch.utils.benchmark 的计时器在读时钟之前做了什么？）"
     )
     assert str(check_correct_snippets({"C", "D"})).startswith("正确：两者都在每次读时钟之前等待 GPU")
     assert str(check_median_and_iqr(lambda t, w: right_summarize(t, 0))) == (
-        "还没对：summarize([0.9, 0.2, 0.1, 0.4, 0.3], 1)：中位数把预热的那些项也算进去了"
+        "未通过：summarize([0.9, 0.2, 0.1, 0.4, 0.3], 1)：中位数把预热的那些项也算进去了"
     )
     assert str(check_median_and_iqr(right_summarize)) == (
         "正确：去掉预热项后的中位数和 IQR，与 torch.utils.benchmark 报告的一致"

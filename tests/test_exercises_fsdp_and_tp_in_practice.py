@@ -123,10 +123,10 @@ def test_a_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     gathers, scatters = accumulation_collectives()
     missing = check_accumulation_collectives(..., scatters)
-    assert str(missing) == "还没对：把 `all_gathers` 的 `...` 换成集合通信的次数。"
+    assert str(missing) == "未通过：把 `all_gathers` 的 `...` 换成集合通信的次数。"
     wrong = check_accumulation_collectives(gathers // 2, scatters)
-    assert str(wrong).startswith("还没对：`all_gathers` 只数了前向传播"), str(wrong)
+    assert str(wrong).startswith("未通过：`all_gathers` 只数了前向传播"), str(wrong)
     right = check_accumulation_collectives(gathers, scatters)
     assert str(right).startswith(f"正确：{gathers} 次 all-gather（2 层 x 前向和反向 x 4 个微批量）")
-    assert str(check_two_d_bytes(two_d_bytes() // 4)).startswith("还没对：这看起来是数值的个数")
+    assert str(check_two_d_bytes(two_d_bytes() // 4)).startswith("未通过：这看起来是数值的个数")
     assert str(check_two_d_bytes(two_d_bytes())).startswith(f"正确：{two_d_bytes():,} 字节：每个权重")

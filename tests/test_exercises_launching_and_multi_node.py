@@ -133,10 +133,10 @@ def test_feedback_in_chinese(monkeypatch):
     """Where a notebook asks for Chinese, hints and verdicts come back in Chinese."""
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     assert str(check_rank_and_world_size(1, 12)) == (
-        "还没对：这是它的 LOCAL_RANK，即它在自己机器上的编号。RANK 在整个任务中是唯一的。"
+        "未通过：这是它的 LOCAL_RANK，即它在自己机器上的编号。RANK 在整个任务中是唯一的。"
     )
-    assert str(check_rank_and_world_size(9, 12)).startswith("正确：WORLD_SIZE 是 12，这个 worker 是 rank 9：")
+    assert str(check_rank_and_world_size(9, 12)).startswith("正确：WORLD_SIZE 是 12，这个工作进程是 rank 9：")
     node0 = "torchrun " + GOOD.replace("--node-rank=1", "--node-rank=0")
-    assert str(check_node1_command(node0)).startswith("还没对：--node-rank 告诉每台机器它是哪一台")
-    assert str(check_node1_command("torchrun --bogus train.py")).startswith("还没对：torchrun 会拒绝它：")
+    assert str(check_node1_command(node0)).startswith("未通过：--node-rank 告诉每台机器它是哪一台")
+    assert str(check_node1_command("torchrun --bogus train.py")).startswith("未通过：torchrun 会拒绝它：")
     assert str(check_node1_command("torchrun " + GOOD)).startswith("正确：节点 0 运行同一条命令")

@@ -282,7 +282,7 @@ def test_amp_step_wrong(step, hint):
 def test_a_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     wrong = check_memory_lines(RIGHT | {"fp16_compress_hook": {"gradients"}})
-    assert str(wrong).startswith("还没对：'fp16_compress_hook' 这一项：")
+    assert str(wrong).startswith("未通过：'fp16_compress_hook' 这一项：")
     assert "留在内存里的是什么" in wrong.message
     assert "{'gradients'}。" in check_memory_lines({k: ... for k in RIGHT}).message, "a literal {} stays"
     assert str(check_memory_lines(RIGHT)).startswith("正确：autocast 和激活检查点缩小激活值")
@@ -290,6 +290,6 @@ def test_a_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     right = check_checkpointed_forward(checkpoints_each_block)
     assert str(right).startswith("正确：3 个块在反向时都重新运行了一次前向"), str(right)
     idle = check_amp_step(lambda ddp, optimizer, scaler, x, y: None)
-    assert str(idle).startswith("还没对：函数还没有用到它的参数")
+    assert str(idle).startswith("未通过：函数还没有用到它的参数")
     exits = check_amp_step(rank_exits)  # the ranks word their errors in the notebook's language too
-    assert str(exits).startswith("还没对：") and "调用了 sys.exit" in exits.message, str(exits)
+    assert str(exits).startswith("未通过：") and "调用了 sys.exit" in exits.message, str(exits)

@@ -214,7 +214,7 @@ def test_load_gpu_checkpoint_equivalent_right_answer():
 def test_a_chinese_notebook_gets_the_hints_and_verdicts_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     wrong = models.check_prepare_batch(lambda x, y, d: (x.float().to(d), y.long().to(d)))
-    assert str(wrong).startswith("还没对：对于发送到 meta 的 4 个样本的批量，标签的形状是 (4, 1)")
+    assert str(wrong).startswith("未通过：对于发送到 meta 的 4 个样本的批量，标签的形状是 (4, 1)")
     assert "cross_entropy 要的是 (4,)" in str(wrong)
     right = models.check_prepare_batch(lambda x, y, d: (x.to(d, torch.float32), y.to(d, torch.long).view(-1)))
     assert str(right).startswith("正确：每个张量调用一次")
@@ -225,10 +225,10 @@ def test_a_chinese_notebook_gets_the_hints_and_verdicts_in_chinese(monkeypatch):
         return model.to(device), optimizer
 
     hint = str(models.check_model_and_optimizer(too_early))
-    assert hint.startswith("还没对：优化器持有的不是模型当前的参数")
+    assert hint.startswith("未通过：优化器持有的不是模型当前的参数")
 
     def keys_kept(model, path):
         model.load_state_dict(torch.load(path, map_location="cpu"))
 
     hint = str(models.check_load_gpu_checkpoint(keys_kept))
-    assert hint.startswith("还没对：你的函数 load_weights ") and "`module.` 前缀" in hint
+    assert hint.startswith("未通过：你的函数 load_weights ") and "`module.` 前缀" in hint

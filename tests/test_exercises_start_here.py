@@ -83,9 +83,9 @@ def test_an_answer_equal_to_everything_does_not_pass():
 def test_the_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     hint = str(start_here.check_cpu_threads(2.0))  # the Chinese punctuation is left out of the literals
-    assert hint.startswith("还没对") and "线程数应当是整数" in hint and "float" in hint
+    assert hint.startswith("未通过") and "线程数应当是整数" in hint and "float" in hint
     hint = str(start_here.check_accelerator(...))
-    assert hint.startswith("还没对") and "换成一个设备类型" in hint
+    assert hint.startswith("未通过") and "换成一个设备类型" in hint
     assert str(start_here.check_cpu_threads(torch.get_num_threads())).startswith("正确")
     right = str(start_here.check_accelerator(_accelerator()))
     assert right.startswith("正确") and "在这里报告的也是" in right

@@ -119,12 +119,12 @@ def test_add_on_device_of_wrong_answers(wrong, hint):
 def test_the_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")  # the Chinese punctuation is left out of the literals
     hint = str(tensors.check_to_numpy(lambda t: t.numpy()))
-    assert hint.startswith("还没对") and "在需要梯度的张量上" in hint
+    assert hint.startswith("未通过") and "在需要梯度的张量上" in hint
     assert "你的函数抛出了 RuntimeError: Can't call numpy()" in hint and "错误消息说明了要补上什么" in hint
     hint = str(tensors.check_to_numpy(lambda t: None))
-    assert hint.startswith("还没对") and "你的函数返回了 None" in hint and "是不是忘了写 `return`" in hint
+    assert hint.startswith("未通过") and "你的函数返回了 None" in hint and "是不是忘了写 `return`" in hint
     hint = str(tensors.check_add_on_device_of(lambda a, b: b))
-    assert hint.startswith("还没对") and "当 a 在 meta 上" in hint
+    assert hint.startswith("未通过") and "当 a 在 meta 上" in hint
     right = str(tensors.check_to_numpy(lambda t: t.detach().cpu().numpy()))
     assert right.startswith("正确") and "无论张量是否需要梯度" in right
     right = str(tensors.check_add_on_device_of(lambda a, b: a + b.to(a.device)))

@@ -159,9 +159,9 @@ def test_a_chinese_notebook_gets_the_questions_hints_and_verdicts_in_chinese(mon
     assert "用哪个解决办法？" in text and "让每个批量都是满的" in text
     assert "Expected more than 1 value per channel" in text, "PyTorch's message stays in English"
     wrong = check_error_fix(1, "B")
-    assert str(wrong).startswith("还没对：") and "weights_only 决定哪些对象可以被反序列化" in wrong.message
+    assert str(wrong).startswith("未通过：") and "weights_only 决定哪些对象可以被反序列化" in wrong.message
     right = check_error_fix(1, " c ")
     assert str(right).startswith("正确：") and "map_location 指定" in right.message
     kept = check_select_gpus(seed_002)
-    assert str(kept).startswith("还没对：") and "变量已设为 '7' 时，它仍然是 '7'" in kept.message
+    assert str(kept).startswith("未通过：") and "变量已设为 '7' 时，它仍然是 '7'" in kept.message
     assert str(check_select_gpus(assign)).startswith("正确：不管这个变量之前有没有设置")

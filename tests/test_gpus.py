@@ -425,7 +425,7 @@ def test_cuda_driver_started_refuses_what_is_not_a_path(tmp_path):
 
 def test_the_table_and_its_notes_come_in_chinese_where_the_notebook_asks(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
-    assert smi_table(gpus.demo_inventory()).startswith("演示机群（虚构的，不是这台机器）   驱动 demo\n")
+    assert smi_table(gpus.demo_inventory()).startswith("演示服务器（虚构的，不是这台机器）   驱动 demo\n")
     fake = fake_pynvml(fail={"nvmlDeviceGetHandleByIndex": {1: NVMLError_GpuIsLost()}})
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     table = smi_table(nvml_inventory())

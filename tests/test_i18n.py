@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import polib
 import pytest
 
@@ -21,7 +25,7 @@ def test_the_notebook_s_choice_picks_the_catalog(monkeypatch):
     monkeypatch.setenv(i18n.LANGUAGE_VARIABLE, "zh-CN")
     assert i18n.language() == "zh-CN"
     assert str(CheckResult(True, "x")) == "正确：x"
-    assert str(CheckResult(False, "x")) == "还没对：x"
+    assert str(CheckResult(False, "x")) == "未通过：x"
     assert i18n.translated("a message no catalog has") == "a message no catalog has"
     assert i18n.N_("Not yet: {message}") == "Not yet: {message}"  # marks, does not translate
 
@@ -60,3 +64,95 @@ def test_each_module_reads_its_own_catalog_and_a_constant_is_found_where_it_was_
         assert eval("_(text), translated(text)", names, {"text": english}) == (domains[module][english],) * 2
     # called from a module without a catalog (this test), the message is found where it was marked
     assert i18n.translated(english) in (domains["gpus"][english], domains["picker"][english])
+
+
+# English left inside a Chinese message: three or more English words in a row, outside `code`,
+# {placeholders}, quotations (“...”, "...", '...') and addresses. PyTorch's own messages, which the
+# Chinese edition quotes as they are, and argument lists are the allow-list.
+QUOTED = re.compile(r"`[^`]*`|\{[^}]*\}|“[^”]*”|\"[^\"]*\"|'[^']*'|https?://\S+")
+ENGLISH_RUN = re.compile(r"\b[A-Za-z][\w'-]*(?:[ ,]+[A-Za-z][\w'-]*){2,}")
+ALLOWED_RUNS = {
+    "model, mesh, plan",  # an argument list
+    "a, b, c",  # an argument list
+    "Expected more than",  # PyTorch's BatchNorm error, quoted
+    "value per channel when training, got input size torch",
+    "terminated with exit code",  # torch.multiprocessing's error, quoted
+    "pip install nvidia-ml-py",  # a command
+}
+PACKAGE = Path(i18n.__file__).resolve().parent
+HINT_BUILDERS = {"whole_number_hint", "failed", "passed"}
+
+
+def english_runs(message: str) -> list[str]:
+    return [run for run in ENGLISH_RUN.findall(QUOTED.sub(" ", message)) if run not in ALLOWED_RUNS]
+
+
+def test_no_chinese_message_keeps_english_words_outside_code_and_quotes():
+    found = [
+        f"{path.name}: {run!r} in {entry.msgstr!r}"
+        for path in sorted((PACKAGE / "locale" / "zh_CN").glob("*.po"))
+        for entry in polib.pofile(str(path))
+        if entry.msgstr and not entry.obsolete
+        for run in english_runs(entry.msgstr)
+    ]
+    assert found == []
+
+
+def test_the_english_detector_finds_a_phrase_and_spares_code_and_quotes():
+    assert english_runs("a GPU's number 应当是整数") == ["a GPU's number"]
+    assert english_runs("`a b c` 与 “No matching distribution” 和 {what}") == []
+
+
+def test_every_text_given_to_a_hint_is_marked_for_translation():
+    unmarked = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or getattr(node.func, "id", None) not in HINT_BUILDERS:
+                continue
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    if re.search(r"[A-Za-z]{2,}", QUOTED.sub(" ", arg.value)):
+                        unmarked.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {arg.value!r}")
+    assert unmarked == []
+
+
+def test_a_hint_about_a_gpu_number_is_chinese_in_the_chinese_notebook(monkeypatch):
+    from course_utils.exercises.choosing_gpus import check_physical_gpu
+
+    monkeypatch.setenv(i18n.LANGUAGE_VARIABLE, "zh-CN")
+    hint = str(check_physical_gpu("3"))
+    assert hint == "未通过：GPU 编号应当是整数：不要加引号。" and english_runs(hint) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "wanted"),
+    [
+        ("把`x`换成", "把 `x` 换成"),
+        ("`reduce_scatters`只数了", "`reduce_scatters` 只数了"),
+        ("已经 `x` 了", "已经 `x` 了"),
+        ("replace `x`, then", "replace `x`, then"),
+    ],
+)
+def test_code_in_a_chinese_sentence_gets_its_spaces(text, wanted):
+    assert i18n.spaced(text) == wanted
+
+
+def test_padding_counts_a_chinese_character_as_two_columns():
+    assert i18n.display_width("内存") == 4 and i18n.display_width("RAM") == 3
+    assert i18n.pad("内存", 6) + "|" == "内存  |"
+    assert i18n.pad("RAM", 6, ">") == "   RAM"
+    assert i18n.pad("加速器设备数", 4) == "加速器设备数"  # wider than the column: left as it is
+    with pytest.raises(ValueError, match="align must be"):
+        i18n.pad("x", 3, "^")
+
+
+@pytest.mark.parametrize("language", ["en", "zh-CN"])
+def test_the_throughput_table_aligns_by_display_width_in_both_languages(monkeypatch, language):
+    from course_utils.throughput import format_table
+
+    monkeypatch.setenv(i18n.LANGUAGE_VARIABLE, language)
+    row = {"config": "DDP，2 个进程", "processes": 2, "threads": 1, "median_step_s": 0.01}
+    row |= {"iqr_step_s": 0.001, "samples_per_s": 1000.0, "global_batch": 64}
+    lines = format_table([{**row, "config": "one process"}, row]).splitlines()
+    assert len({i18n.display_width(line) for line in lines}) == 1, lines
+    assert ("配置" in lines[0]) == (language == "zh-CN")

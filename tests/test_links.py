@@ -70,7 +70,7 @@ def test_sync_puts_badge_and_set_up_cell_into_every_notebook_and_is_idempotent(c
         first_code = next(c for c in cells if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == links.setup_cell_source(f"git+{REPO.url}")
         assert first_code["id"] == links.SETUP_CELL_ID
-        assert len(first_code["source"]) <= 5, f"{path.name}: the set-up cell has more than 5 lines"
+        assert len(first_code["source"]) <= 6, f"{path.name}: the set-up cell has more than 6 lines"
     before = all_text(course_copy)
     assert links.update(course_copy) == []
     assert all_text(course_copy) == before

@@ -252,7 +252,7 @@ def test_toggle_refuses_what_it_cannot_use():
 def test_a_chinese_notebook_gets_the_picker_in_chinese(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     assert selection_text(FLEET, []).splitlines() == [
-        "[演示机群（虚构的，不是本机）]",
+        "[演示服务器（虚构的，不是本机）]",
         '还没有选择：勾选 GPU，或者选出空闲显存最多的 N 个（CUDA_VISIBLE_DEVICES="" 会隐藏所有 GPU）',
     ]
     text = selection_text(FLEET, [3, 6])

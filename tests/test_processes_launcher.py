@@ -799,7 +799,7 @@ def test_the_launchers_reports_come_in_chinese_where_the_notebook_asks(monkeypat
     failed = str(WorkerError(1, 2, "ValueError", "bad batch", traceback="Traceback ..."))
     assert failed.startswith("rank 1（共 2 个）抛出了 ValueError: bad batch\n")
     assert failed.endswith(
-        "其他 rank 已被停止。worker 的 traceback（回溯信息）在这个错误的 `.traceback` 里；"
+        "其他 rank 已被停止。工作进程的 traceback（回溯信息）在这个错误的 `.traceback` 里；"
         "错误没有被捕获时，它显示在这个错误的上方。"
     )
     assert str(LaunchTimeoutError([0, 1], 2, 1.0)).startswith("1 秒后超时：2 个 rank 中的 rank 0, 1 仍在运行")

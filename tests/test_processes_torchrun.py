@@ -474,4 +474,4 @@ def test_torchrun_errors_come_in_chinese_where_the_notebook_asks(monkeypatch):
     with pytest.raises(ValueError, match=r"^nproc_per_node 必须是 1 到 16 之间的整数，而不是 0$"):
         torchrun_command("train.py", nproc_per_node=0, master_port=29500)
     stuck = str(TorchrunTimeoutError("torchrun x.py", 2.0, ""))
-    assert stuck.startswith("`torchrun x.py` 在 2 秒后仍在运行；它和它所有的 worker 都已被停止。")
+    assert stuck.startswith("`torchrun x.py` 在 2 秒后仍在运行；它和它所有的工作进程都已被停止。")

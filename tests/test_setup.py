@@ -1,21 +1,21 @@
 """The notebooks' set-up cell and course_utils.setup behind it: silent where course_utils imports, else
 installs the course from its source, keeps or replaces torch, and brings the worker scripts.
 
-No network: the source is a local copy of the course, pip is told to use no index, and the fresh
-environment sees this environment's packages (torch, numpy, ...) but not course_utils, as on Colab
-or Kaggle where torch is there and the course is not. Archives come from a stand-in opener.
+No network: the source is a local copy of the course or its wheel, pip is told to use no index or
+one on 127.0.0.1, and the fresh environment sees this environment's packages (torch, numpy, ...)
+but not course_utils, as on Colab or Kaggle where torch is there and the course is not.
 """
 
 from __future__ import annotations
 
+import http.server
 import importlib.metadata
-import io
 import os
 import shutil
 import site
 import subprocess
 import sys
-import tarfile
+import threading
 import tomllib
 import venv
 
@@ -28,17 +28,23 @@ from course_utils import setup
 PYPROJECT = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 REPO = links.read_repository(PYPROJECT)
 RANGE = tomllib.loads(PYPROJECT)["tool"]["course"]["supported-torch"]
+WHEEL_VERSION = "0.1.0.post1"
 
 
-def run_cell(python, source, cwd, probe: bool = True) -> subprocess.CompletedProcess:
+def run_cell(
+    python, source, cwd, probe: bool = True, extra: dict | None = None
+) -> subprocess.CompletedProcess:
     cell = links.setup_cell_source(str(source))
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PIP_", "PYTHON"))}
+    skip = ("PIP_", "PYTHON", "COURSE_")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(skip)}
     env |= {
         "PIP_NO_INDEX": "1",  # nothing may come from the network
         "PIP_CONFIG_FILE": os.devnull,
         "PIP_NO_BUILD_ISOLATION": "0",  # use this environment's setuptools
         "PYTHONNOUSERSITE": "1",
     }
+    env |= extra or {}
+    env = {key: value for key, value in env.items() if value}
     probe_code = "import course_utils\nprint('course_utils from', course_utils.__file__)\n"
     return subprocess.run(
         [str(python), "-c", cell + probe_code if probe else cell],
@@ -87,12 +93,10 @@ def course_source(tmp_path):
     return source
 
 
-def test_the_cell_is_at_most_five_lines_and_names_the_source():
+def test_the_cell_is_at_most_six_lines_and_names_the_source_once():
     cell = links.setup_cell_source("git+https://github.com/o/n")
-    assert len(cell.splitlines()) <= 5 and cell.startswith(links.SETUP_MARKER)
-    assert (
-        cell.count("git+https://github.com/o/n") == 2
-    )  # pip installs it; course_utils.setup fetches its workers
+    assert len(cell.splitlines()) <= 6 and cell.startswith(links.SETUP_MARKER)
+    assert cell.count("git+https://github.com/o/n") == 1 and 'os.environ.get("COURSE_SOURCE"' in cell
     compile(cell, "set-up cell", "exec")
 
 
@@ -190,66 +194,139 @@ def test_a_failing_pip_says_the_runtime_needs_internet(monkeypatch):
         setup.pip_install("no-such-package")
 
 
-def archive(files: dict[str, bytes]) -> bytes:
-    """A gzipped tar such as GitHub serves for a repository: every path under one top folder."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def test_workers_are_fetched_from_the_repository_archive(tmp_path):
-    served = archive(
-        {
-            "course-main/README.md": b"not a worker",
-            "course-main/notebooks/workers/train_ddp.py": b"print('train')\n",
-            "course-main/notebooks/workers/sub/helper.py": b"x = 1\n",
-            "course-main/notebooks/workers/__pycache__/train_ddp.pyc": b"stale",
-            "course-main/notebooks/00_start_here.ipynb": b"{}",
-        }
-    )
-    asked = []
-    said = setup.fetch_workers(
-        "git+https://github.com/o/n@v1", tmp_path, opener=lambda url: asked.append(url) or served
-    )
-    assert asked == ["https://github.com/o/n/archive/v1.tar.gz"]
-    assert said == f"fetched 2 worker scripts from {asked[0]} into {tmp_path / 'workers'}"
-    files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert files == ["workers/sub/helper.py", "workers/train_ddp.py"]
-    assert (tmp_path / "workers" / "train_ddp.py").read_text() == "print('train')\n"
-    # Where the workers are (a clone, a second run), nothing is fetched.
-    refuse = lambda url: pytest.fail("fetched again")  # noqa: E731
-    assert setup.fetch_workers("git+https://github.com/o/n", tmp_path, opener=refuse).startswith(
+def test_workers_come_from_the_package_else_the_source_folder_and_are_never_fetched(tmp_path):
+    packaged = tmp_path / "site" / "course_utils" / "workers"
+    packaged.mkdir(parents=True)
+    (packaged / "train_ddp.py").write_text("print('train')\n")
+    (packaged / "__init__.py").write_text("")
+    here = tmp_path / "content"
+    said = setup.fetch_workers("git+https://github.com/o/n", here, packaged=packaged)
+    assert said == f"copied the worker scripts to {here / 'workers'}"
+    assert sorted(p.name for p in (here / "workers").iterdir()) == ["train_ddp.py"]
+    assert setup.fetch_workers("git+https://github.com/o/n", here, packaged=packaged).startswith(
         "worker scripts already"
     )
+    # An editable install from a clone: the package has none, the clone's notebooks/workers has them.
+    clone = tmp_path / "clone"
+    (clone / "notebooks" / "workers").mkdir(parents=True)
+    (clone / "notebooks" / "workers" / "who_am_i.py").write_text("")
+    elsewhere = tmp_path / "elsewhere"
+    setup.fetch_workers(str(clone), elsewhere, packaged=tmp_path / "none")
+    assert [p.name for p in (elsewhere / "workers").iterdir()] == ["who_am_i.py"]
 
 
-def test_an_archive_without_workers_or_with_escaping_paths_writes_nothing_outside(tmp_path):
-    served = archive({"x/README.md": b"", "x/notebooks/workers/../../../evil.py": b"bad"})
-    with pytest.raises(RuntimeError, match="holds no notebooks/workers"):
-        setup.fetch_workers("git+https://github.com/o/n", tmp_path / "here", opener=lambda url: served)
-    assert not (tmp_path / "evil.py").exists() and not (tmp_path / "here" / "workers").exists()
+def test_a_package_without_workers_says_to_install_again(tmp_path):
+    with pytest.raises(RuntimeError, match="install the course again"):
+        setup.fetch_workers("course-utils", tmp_path / "here", packaged=tmp_path / "none")
+    assert not (tmp_path / "here").exists()
 
 
-@pytest.mark.parametrize(
-    ("source", "url"),
-    [
-        ("git+https://github.com/o/n", "https://github.com/o/n/archive/HEAD.tar.gz"),
-        ("git+https://github.com/o/n.git@main", "https://github.com/o/n/archive/main.tar.gz"),
-        ("git+https://github.com/o/n@0123abc", "https://github.com/o/n/archive/0123abc.tar.gz"),
-    ],
-)
-def test_the_archive_address_follows_the_source(source, url):
-    assert setup.workers_archive(source) == url
+def test_every_package_under_src_is_built_and_the_workers_travel_with_it():
+    settings = tomllib.loads(PYPROJECT)["tool"]["setuptools"]
+    under_src = {
+        ".".join(init.parent.relative_to(ROOT / "src").parts) for init in (ROOT / "src").rglob("__init__.py")
+    }
+    assert set(settings["packages"]) == under_src | {"course_utils.workers"}
+    assert settings["package-dir"]["course_utils.workers"] == "notebooks/workers"
 
 
-@pytest.mark.parametrize("bad", ["course-utils", "git+https://gitlab.com/o/n", "/no/such/folder"])
-def test_a_source_without_a_known_archive_says_what_to_give(bad):
-    with pytest.raises(ValueError, match=r"git\+https://github\.com/OWNER/NAME"):
-        setup.workers_archive(bad)
+@pytest.fixture(scope="module")
+def course_wheel(tmp_path_factory):
+    """The course built as a wheel from a copy of its files (setuptools' own build, no pip, no network)."""
+    copy = tmp_path_factory.mktemp("course")
+    for name in ("README.md", "LICENSE"):
+        shutil.copy(ROOT / name, copy / name)
+    # A version of its own: this environment's editable course-utils 0.1.0, which the bare environment
+    # sees, would satisfy a plain `course-utils`, and pip would install nothing.
+    (copy / "pyproject.toml").write_text(
+        PYPROJECT.replace('version = "0.1.0"', f'version = "{WHEEL_VERSION}"')
+    )
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "src", copy / "src", ignore=skip)
+    shutil.copytree(ROOT / "notebooks" / "workers", copy / "notebooks" / "workers", ignore=skip)
+    wheels = tmp_path_factory.mktemp("wheels")
+    build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
+    built = subprocess.run(
+        [sys.executable, "-c", build, str(wheels)], cwd=copy, capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0, built.stderr
+    return wheels / built.stdout.splitlines()[-1]
+
+
+@pytest.fixture
+def local_index(course_wheel, tmp_path):
+    """A package index on 127.0.0.1 (a free port) that holds the course's wheel alone; yields (url, asked)."""
+    project = tmp_path / "index" / "simple" / "course-utils"
+    project.mkdir(parents=True)
+    shutil.copy(course_wheel, project / course_wheel.name)
+    (project / "index.html").write_text(f'<a href="{course_wheel.name}">{course_wheel.name}</a>\n')
+    asked: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(tmp_path / "index"), **kwargs)
+
+        def log_message(self, format, *args):
+            asked.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/simple", asked
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=30)
+
+
+@pytest.mark.parametrize("route", ["index", "wheel"])
+def test_the_cell_installs_from_an_index_or_a_wheel_without_github_and_the_workers_come_from_the_package(
+    route, bare_python, course_wheel, local_index, tmp_path
+):
+    index, asked = local_index
+    runtime = tmp_path / "content"
+    runtime.mkdir()
+    source = f"course-utils=={WHEEL_VERSION}" if route == "index" else str(course_wheel)
+    cut_off = "http://127.0.0.1:9"  # nothing listens there: any request beyond 127.0.0.1 fails
+    result = run_cell(
+        bare_python,
+        "git+https://github.com/no-such/repository",  # the default, which COURSE_SOURCE overrides
+        runtime,
+        extra={
+            "COURSE_SOURCE": source,
+            "PIP_INDEX_URL": index,
+            "PIP_NO_INDEX": "",
+            "HTTP_PROXY": cut_off,
+            "HTTPS_PROXY": cut_off,
+            "http_proxy": cut_off,
+            "https_proxy": cut_off,
+            "NO_PROXY": "127.0.0.1",
+            "no_proxy": "127.0.0.1",
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"Installed the course from {source}: kept this runtime's torch ")
+    assert f"copied the worker scripts to {runtime / 'workers'}." in result.stdout
+    wanted = {"/simple/course-utils/", f"/simple/course-utils/{course_wheel.name}"}
+    assert (wanted <= set(asked)) == (route == "index"), f"the course came by name from the index: {asked}"
+    shipped = sorted(p.name for p in (ROOT / "notebooks" / "workers").glob("*.py"))
+    assert sorted(p.name for p in (runtime / "workers").glob("*.py")) == shipped
+    ran = subprocess.run(
+        [str(bare_python), "workers/who_am_i.py"],
+        cwd=runtime,
+        env={
+            "RANK": "1",
+            "LOCAL_RANK": "1",
+            "GROUP_RANK": "0",
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "GROUP_WORLD_SIZE": "1",
+            "MASTER_ADDR": "127.0.0.1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0 and '"RANK": 1' in ran.stdout, ran.stderr
 
 
 def test_the_chinese_notebook_gets_the_set_up_lines_in_chinese(monkeypatch):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import platform
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
@@ -24,7 +23,7 @@ import psutil
 import torch
 
 from course_utils.gpus import Inventory, nvml_inventory
-from course_utils.i18n import _
+from course_utils.i18n import _, display_width, pad
 from course_utils.setup import SUPPORTED_TORCH, torch_in_range
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -152,11 +151,6 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def _columns(text: str) -> int:
-    """How many columns `text` takes in a monospaced font: Chinese characters take two, so labels align."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
-
-
 @dataclass(frozen=True)
 class EnvironmentReport:
     """Facts about this machine and environment that decide how the course runs here."""
@@ -225,8 +219,8 @@ class EnvironmentReport:
 
     def __str__(self) -> str:
         rows = self.rows()
-        width = max(_columns(label) for label, _value in rows)
-        return "\n".join(f"{label}{' ' * (width - _columns(label))}  {value}" for label, value in rows)
+        width = max(display_width(label) for label, _value in rows)
+        return "\n".join(f"{pad(label, width)}  {value}" for label, value in rows)
 
 
 def _device_names(kind: str | None, count: int) -> tuple[str, ...]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
+import unicodedata
 from pathlib import Path
 from types import FrameType
 
@@ -87,3 +89,30 @@ def _(message: str) -> str:
 def N_(message: str) -> str:
     """Mark a message kept in a constant (one string literal); `translated()` shows it where it is used."""
     return message
+
+
+_CJK = "\u3400-\u9fff\uf900-\ufaff"
+# A code span that touches a Chinese character: the space that Chinese typesetting puts around code.
+_CODE_AFTER_CJK = re.compile(f"(?<=[{_CJK}])(`[^`\n]+`)")
+_CODE_BEFORE_CJK = re.compile(f"(`[^`\n]+`)(?=[{_CJK}])")
+
+
+def spaced(text: str) -> str:
+    """`text` with a space between each `code` span and a Chinese character it touches ("把`x`换成" ->
+    "把 `x` 换成"), as Chinese technical writing sets code; English text is returned unchanged."""
+    return _CODE_BEFORE_CJK.sub(r"\1 ", _CODE_AFTER_CJK.sub(r" \1", text))
+
+
+def display_width(text: str) -> int:
+    """How many columns `text` takes in a monospaced font: a Chinese (wide) character takes two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def pad(text: object, width: int, align: str = "<") -> str:
+    """`text` padded with spaces to `width` display columns (`align` "<" left, ">" right), the
+    width-aware `f"{text:<width}"` that keeps a table of Chinese labels aligned."""
+    if align not in ("<", ">"):
+        raise ValueError(f'align must be "<" or ">", not {align!r}.')
+    text = str(text)
+    room = " " * max(0, width - display_width(text))
+    return text + room if align == "<" else room + text

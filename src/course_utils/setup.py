@@ -1,12 +1,13 @@
 """Set the course up in a runtime that has not got it (Colab, Kaggle, Studio Lab), and the supported range.
 
-Every notebook's first code cell installs `course_utils` alone from the course's repository
-(`pip install --no-deps`), then runs `python -m course_utils.setup SOURCE`: this module. It keeps
+Every notebook's first code cell installs `course_utils` alone (`pip install --no-deps SOURCE`:
+the course's repository by default, or what `COURSE_SOURCE` names, a wheel file or `course-utils`
+from a package index), then runs `python -m course_utils.setup SOURCE`: this module. It keeps
 the runtime's PyTorch when that lies in `SUPPORTED_TORCH` (a multi-GB download saved), else
 installs the pinned release, adds the course's other requirements, and copies the course's worker
-scripts (`notebooks/workers/`, which pip does not install) into `./workers`, where notebooks 07, 08
-and 09 start them. Only the standard library is used and torch is never imported here: the torch
-this module may replace must not be loaded in the kernel first.
+scripts, which travel inside the package, into `./workers`, where notebooks 07, 08 and 09 start
+them. Only the standard library is used and torch is never imported here: the torch this module
+may replace must not be loaded in the kernel first.
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
-import io
 import operator
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
-import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -32,9 +29,6 @@ from pathlib import Path
 SUPPORTED_TORCH = ">=2.9,<2.16"
 DISTRIBUTION = "course-utils"
 WORKERS = "workers"  # the folder, beside the notebook, that holds the scripts notebooks start
-GITHUB_SOURCE = re.compile(
-    r"^git\+https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?:@(?P<ref>\S+))?$"
-)
 
 
 def _(message: str) -> str:
@@ -131,66 +125,29 @@ def install_requirements(install: Callable[..., None] = pip_install) -> str:
     return _("{found}: installed {pinned}").format(found=found, pinned=pinned)
 
 
-def workers_archive(source: str) -> str:
-    """The address of a gzipped tar of the course's files, for a `git+https://github.com/O/N[@ref]` source."""
-    found = GITHUB_SOURCE.match(source.strip())
-    if found is None:
-        raise ValueError(
-            _(
-                "Cannot tell where the worker scripts of {source} are: give the course's source as "
-                "git+https://github.com/OWNER/NAME[@REF] or as a local folder that holds notebooks/workers."
-            ).format(source=repr(source))
-        )
-    return f"https://github.com/{found['owner']}/{found['name']}/archive/{found['ref'] or 'HEAD'}.tar.gz"
+def packaged_workers() -> Path:
+    """The worker scripts inside the installed package (course_utils/workers/, from notebooks/workers/)."""
+    return Path(__file__).resolve().parent / WORKERS
 
 
-def _extract_workers(archive: bytes, destination: Path) -> int:
-    """Write the files under */notebooks/workers/ of a gzipped tar into `destination`; return how many."""
-    count = 0
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            parts = Path(member.name).parts
-            if not member.isfile() or len(parts) < 4 or parts[1:3] != ("notebooks", WORKERS):
-                continue
-            if ".." in parts or "__pycache__" in parts:
-                continue
-            target = destination.joinpath(*parts[3:])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            extracted = tar.extractfile(member)
-            if extracted is not None:
-                target.write_bytes(extracted.read())
-                count += 1
-    return count
-
-
-def fetch_workers(source: str, folder: Path, opener: Callable[[str], bytes] | None = None) -> str:
+def fetch_workers(source: str, folder: Path, packaged: Path | None = None) -> str:
     """Put the course's worker scripts into `folder/workers` unless they are there; say what was done.
 
-    `source` is the course's source as the set-up cell gave it to pip: a local folder (copied from
-    its notebooks/workers) or a GitHub `git+https://...` address (its archive is downloaded).
+    They come from the installed package, so nothing is downloaded; an editable install from a
+    clone has none there, and `source` (the clone's folder) holds them in notebooks/workers.
     """
     destination = Path(folder) / WORKERS
     if destination.is_dir() and any(destination.glob("*.py")):
         return _("worker scripts already in {folder}").format(folder=destination)
-    local = Path(source)
-    if local.is_dir():
-        shutil.copytree(
-            local / "notebooks" / WORKERS, destination, ignore=shutil.ignore_patterns("__pycache__")
-        )
-        return _("copied the worker scripts to {folder}").format(folder=destination)
-    url = workers_archive(source)
-    read = opener or (lambda address: urllib.request.urlopen(address, timeout=120).read())
-    with tempfile.TemporaryDirectory() as scratch:
-        count = _extract_workers(read(url), Path(scratch))
-        if count == 0:
-            raise RuntimeError(
-                _("{url} holds no notebooks/{folder}/ files: is it the course's repository?").format(
-                    url=url, folder=WORKERS
-                )
-            )
-        shutil.copytree(scratch, destination, dirs_exist_ok=True)
-    return _("fetched {count} worker scripts from {url} into {folder}").format(
-        count=count, url=url, folder=destination
+    for found in (packaged or packaged_workers(), Path(source) / "notebooks" / WORKERS):
+        if found.is_dir() and any(found.glob("*.py")):
+            shutil.copytree(found, destination, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+            return _("copied the worker scripts to {folder}").format(folder=destination)
+    raise RuntimeError(
+        _(
+            "The installed course_utils has no worker scripts ({folder} is missing): install the course "
+            "again from its repository, a wheel file or a package index that has this version."
+        ).format(folder=packaged or packaged_workers())
     )
 
 
@@ -208,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m course_utils.setup", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument(
-        "source", help="where the course was installed from: git+https://github.com/O/N or a folder"
+        "source", help="where the course was installed from: git+https://github.com/O/N, a wheel, a folder"
     )
     args = parser.parse_args(argv)
     try:

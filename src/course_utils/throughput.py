@@ -16,7 +16,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from torch import nn
 
-from course_utils.i18n import _
+from course_utils.i18n import _, pad
 
 __all__ = [
     "format_table",
@@ -184,13 +184,19 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """A fixed-width text table of `throughput_row` results, with the speed-up over the first row."""
     _check_rows(rows)
     base = rows[0]["samples_per_s"]
-    lines = [
-        f"{'configuration':<24} {'procs':>5} {'threads':>7} {'median step':>12} {'IQR':>9} "
-        f"{'samples/s':>10} {'speed-up':>8}"
+    columns = [
+        (_("configuration"), 24, "<"),
+        (_("procs"), 5, ">"),
+        (_("threads"), 7, ">"),
+        (_("median step"), 12, ">"),
+        ("IQR", 9, ">"),
+        (_("samples/s"), 10, ">"),
+        (_("speed-up"), 8, ">"),
     ]
+    lines = [" ".join(pad(label, width, align) for label, width, align in columns)]
     for row in rows:
         lines.append(
-            f"{row['config']:<24} {row['processes']:>5} {row['threads']:>7} "
+            f"{pad(row['config'], 24)} {row['processes']:>5} {row['threads']:>7} "
             f"{row['median_step_s'] * 1e3:>9.2f} ms {row['iqr_step_s'] * 1e3:>6.2f} ms "
             f"{row['samples_per_s']:>10.0f} {row['samples_per_s'] / base:>7.2f}x"
         )

@@ -489,9 +489,10 @@ def script_header(value: str) -> str:
         [
             "import os",
             "",
-            "# Before anything touches CUDA (best: before importing torch).",
-            'os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # number GPUs as nvidia-smi does',
-            f'os.environ["CUDA_VISIBLE_DEVICES"] = "{value}"  # assign: setdefault would keep an old value',
+            "# " + _("Before anything touches CUDA (best: before importing torch)."),
+            'os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # ' + _("number GPUs as nvidia-smi does"),
+            f'os.environ["CUDA_VISIBLE_DEVICES"] = "{value}"  # '
+            + _("assign: setdefault would keep an old value"),
             "",
             "import torch",
         ]

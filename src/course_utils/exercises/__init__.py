@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from course_utils.i18n import _
+from course_utils.i18n import _, spaced
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class CheckResult:
 
     def __str__(self) -> str:
         verdict = _("Correct: {message}") if self.ok else _("Not yet: {message}")
-        return verdict.format(message=self.message)
+        return spaced(verdict.format(message=self.message))
 
     def __repr__(self) -> str:
         return str(self)

@@ -33,7 +33,7 @@ def check_physical_gpu(answer: object) -> CheckResult:
         return failed(_("no answer yet: replace the `...` with the physical GPU number (an int)."))
     given = integral_value(answer)
     if given is None:
-        return failed(whole_number_hint(answer, "a GPU's number"))
+        return failed(whole_number_hint(answer, _("a GPU's number")))
     answer = given
     right = physical_of(EXERCISE_1_LOGICAL, EXERCISE_1_VALUE, demo_inventory())
     if answer == right:
