@@ -5,11 +5,16 @@ Nothing here asserts on speed: only counts, equalities and the arithmetic on fix
 
 from __future__ import annotations
 
+import io
+import os
+
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from PIL import Image, ImageFilter
 
 from course_utils.throughput import (
+    EncodedImages,
     format_table,
     make_mlp,
     median_and_iqr,
@@ -140,3 +145,28 @@ def test_too_few_times_are_explained_in_chinese_where_the_notebook_asks(monkeypa
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     with pytest.raises(ValueError, match=r"^计算中位数和 IQR 至少需要 2 个时间，得到的是 1 个$"):
         median_and_iqr([0.5])
+
+
+def test_encoded_images_decode_to_the_same_samples_in_a_worker() -> None:
+    images = EncodedImages(6, size=16)
+    assert len(images) == 6
+    assert all(isinstance(blob, bytes) and blob[:4] == b"\x89PNG" for blob in images.encoded)
+    image, label, pid = images[2]
+    assert image.shape == (3, 16, 16) and image.dtype == torch.float32
+    assert 0.0 <= image.min() and image.max() <= 1.0 and 0 <= int(label) < 4 and pid == os.getpid()
+    again = EncodedImages(6, size=16)  # the same seed gives the same images
+    assert torch.equal(again[2][0], image)
+    decoded = Image.open(io.BytesIO(images.encoded[2])).filter(ImageFilter.GaussianBlur(radius=2))
+    blurred = torch.tensor(bytearray(decoded.tobytes()), dtype=torch.float32).view(16, 16, 3).permute(2, 0, 1)
+    blurred /= 255
+    assert torch.equal(image, blurred)  # decoded and blurred, not the raw pixels
+    batches = list(torch.utils.data.DataLoader(images, batch_size=3, num_workers=1))
+    assert torch.equal(batches[0][0][2], image) and set(batches[0][2].tolist()) != {os.getpid()}
+
+
+@pytest.mark.parametrize(
+    "bad", [{"num_images": 0}, {"num_images": 2.5}, {"num_images": 32, "size": True}, {"num_images": 10**6}]
+)
+def test_encoded_images_reject_bad_sizes(bad: dict) -> None:
+    with pytest.raises(ValueError, match="must be an int from 1 to"):
+        EncodedImages(**bad)

@@ -1,4 +1,5 @@
-"""Scaffolding for notebook 09: the model it trains, medians and IQRs, a results table, a chart.
+"""Scaffolding for notebook 09: the model it trains, medians and IQRs, a results table, a chart,
+and a dataset whose samples cost real work to load.
 
 The DDP workers that notebook 09 teaches from live in `notebooks/workers/` (`ddp_timing.py`,
 `bucket_events.py`), shown whole in the notebook; this module holds what they and the notebook
@@ -7,18 +8,24 @@ share and what only summarises their results.
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
+import os
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import torch
 from matplotlib.figure import Figure
+from PIL import Image, ImageFilter
 from torch import nn
+from torch.utils.data import Dataset
 
 from course_utils.i18n import _, pad
 
 __all__ = [
+    "EncodedImages",
     "format_table",
     "make_mlp",
     "median_and_iqr",
@@ -32,6 +39,8 @@ _ROW_KEYS = frozenset(
     {"config", "processes", "threads", "global_batch", "median_step_s", "iqr_step_s", "samples_per_s"}
 )
 MAX_PARAMETERS = 10**9  # 4 GB of float32 weights: far beyond a benchmark model, a slip in the widths
+MAX_IMAGES = 10_000  # the lesson needs a few dozen; more is a slip that would take minutes to encode
+MAX_IMAGE_SIZE = 1024
 
 
 def _check_widths(widths: object) -> list[int]:
@@ -230,3 +239,40 @@ def throughput_chart(rows: Sequence[Mapping[str, Any]], title: str = "Training t
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+class EncodedImages(Dataset):
+    """Random RGB images kept PNG-encoded; each sample is decoded and blurred when it is read.
+
+    A dataset with a real per-sample cost (decoding, then an augmentation), as image datasets
+    have, so that DataLoader workers have work to take off the training loop. A sample is
+    `(image, label, pid)`: a float image `(3, size, size)` in [0, 1], a label in 0-3, and the
+    id of the process that decoded it (the loop's own process, or a worker's).
+    """
+
+    def __init__(self, num_images: int, size: int = 64, seed: int = 0) -> None:
+        for name, value, high in (("num_images", num_images, MAX_IMAGES), ("size", size, MAX_IMAGE_SIZE)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ValueError(
+                    _("{name} must be an int from 1 to {high}, such as 32, not {value!r}").format(
+                        name=name, high=high, value=value
+                    )
+                )
+        generator = torch.Generator().manual_seed(seed)
+        self.encoded: list[bytes] = []
+        for _image in range(num_images):
+            pixels = torch.randint(0, 256, (size, size, 3), dtype=torch.uint8, generator=generator)
+            buffer = io.BytesIO()
+            Image.fromarray(pixels.numpy()).save(buffer, format="PNG")
+            self.encoded.append(buffer.getvalue())
+        self.labels = torch.randint(0, 4, (num_images,), generator=generator)
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        image = Image.open(io.BytesIO(self.encoded[index])).convert("RGB")  # decode
+        image = image.filter(ImageFilter.GaussianBlur(radius=2))  # augment
+        pixels = torch.frombuffer(bytearray(image.tobytes()), dtype=torch.uint8)
+        pixels = pixels.view(image.height, image.width, 3).permute(2, 0, 1)
+        return pixels.float() / 255, self.labels[index], os.getpid()
