@@ -535,6 +535,8 @@ PAGES = {
     "README.zh-CN.md": "README.md",
     "docs/zh-CN/seeds.md": "docs/seeds.md",
     "docs/zh-CN/glossary.md": "docs/glossary.md",
+    "docs/zh-CN/index.md": "docs/index.md",
+    "docs/zh-CN/instructors.md": "docs/instructors.md",
 }
 PAGE_MARK = re.compile(
     r"^<!-- translated from (?P<page>\S+) at sha256 (?P<digest>[0-9a-f]{12}) -->$", re.MULTILINE
