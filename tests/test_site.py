@@ -35,7 +35,7 @@ from docutils.utils import new_document
 from notebook_hygiene import ROOT
 from website import CHINESE, EDITIONS, NOTEBOOK_ROW, course_notebooks, make_server
 
-BUILD_TIMEOUT_S = 300
+BUILD_TIMEOUT_S = 600  # a guard against a hang: both editions take 1.5 to 4 minutes on a busy 2-core machine
 # Each edition: its language and the folder of its pages under the site's root.
 LANGUAGES = {"en": "", CHINESE: f"{CHINESE}/"}
 TEXT_SUFFIXES = {".html", ".js", ".json", ".txt", ".ipynb", ".css", ".inv"}
