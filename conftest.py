@@ -1,7 +1,8 @@
 """Project-wide pytest hooks.
 
-A notebook cell that writes to stderr fails; nbval's kernels listen on Unix sockets; the test files
-that take longest run first.
+A notebook cell that writes to stderr fails; a compared cell's figures must look like the stored
+ones (tests/figures.py); nbval's kernels listen on Unix sockets; the test files that take longest
+run first.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Generator
 
 import nbval.kernel
 import pytest
+from figures import figure_differences
 from kernel_sockets import SocketKernelManager
 from longest_first import add_durations, longest_first, read_seconds, write_seconds
 
@@ -30,6 +32,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             "The cell wrote to stderr; committed notebooks have none. "
             f"Fix the cause (often a warning):\n{stderr}"
         )
+    options = getattr(item, "options", None) or {}
+    if (
+        outputs
+        and options.get("check")
+        and item.parent.compare_outputs
+        and (figures := figure_differences(item.cell.outputs, outputs))
+    ):
+        raise AssertionError("; ".join(figures))
     return result
 
 

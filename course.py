@@ -118,7 +118,7 @@ Instead of the course's own .venv:
                               venv, a GPU machine, Colab) as it is: no .venv is made; it says what
                               it found and, where a test dependency is missing, the pip line
   --torch VERSION [--cuda|--cpu] [--python X.Y]
-                              another PyTorch release, in .venv-torch-VERSION/ (see README)
+                              another PyTorch release, in .venv-torch-VERSION/ (docs/instructors.md)
   --stress [--rounds N]       the notebooks that start processes, N rounds (default 3), in
                               parallel, with every CPU kept busy
 """

@@ -3,7 +3,9 @@
 `scripts/website.py` stages the pages of this folder, README.md and notebooks/NN_*.ipynb into one
 source tree laid out as the repository is, and builds it with this file (`sphinx-build -c docs`);
 then the Chinese edition (docs/zh-CN/, README.zh-CN.md, notebooks/zh-CN/) the same way into the
-site's zh-CN/ folder, with COURSE_SITE_LANGUAGE=zh-CN. Every page links to itself in the other language.
+site's zh-CN/ folder, with COURSE_SITE_LANGUAGE=zh-CN; its notebooks are staged in notebooks/ too,
+so a page has the same path in both editions. Every page links to itself in the other language,
+and every notebook's page to its notebook, for download.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ WORDS = {
         ],
         "picker_caption": "Screenshot of the GPU picker on the demo fleet (made-up GPUs), taken in "
         "JupyterLab after asking for the 3 GPUs with most free memory.",
+        "download": "Download this notebook",
+        "download_title": "The notebook with its outputs, to open in JupyterLab",
+        "footer": "{course}: a course in Jupyter notebooks, under the {licence}.",
+        "licence": "MIT licence",
     },
     CHINESE: {
         "title": "PyTorch on GPUs, hands-on（中文版）",
@@ -68,15 +74,20 @@ WORDS = {
         ],
         "picker_caption": "GPU 选择器在演示机群（虚构的 GPU）上的截图，摄于 JupyterLab，"
         "选的是空闲显存最多的 3 个 GPU。",
+        "download": "下载这个笔记本",
+        "download_title": "带输出的笔记本，可在 JupyterLab 中打开",
+        "footer": "{course}：一门用 Jupyter 笔记本讲授的课程，采用 {licence}。",
+        "licence": "MIT 许可证",
     },
 }[EDITION]
 
 if EDITION == CHINESE:  # Sphinx's Chinese search splits words with jieba: quietly, its cache in the build
-    import logging
+    # Python's own logging under another name: `logging` is Sphinx's, whose warnings fail the build.
+    import logging as python_logging
 
     import jieba
 
-    jieba.setLogLevel(logging.WARNING)
+    jieba.setLogLevel(python_logging.WARNING)
     jieba.dt.tmp_dir = os.environ.get("COURSE_SITE_CACHE") or None
     # Sphinx loads jieba's own dictionary a second time, as a user dictionary, unless told another
     # one (a second and a half, word by word, which also doubles the total that jieba divides each
@@ -90,7 +101,7 @@ language = "zh_CN" if EDITION == CHINESE else "en"
 
 extensions = ["myst_nb", "sphinx_copybutton", "sphinx.ext.githubpages"]  # githubpages: .nojekyll
 root_doc = "index"
-exclude_patterns = ["README.md", "README.zh-CN.md", "_build", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 nitpicky = True
 
 # MyST-NB: show the stored outputs, the ones nbval compares; never run a notebook here.
@@ -102,6 +113,9 @@ myst_enable_extensions = ["colon_fence"]
 html_theme = "sphinx_book_theme"
 html_title = project
 html_favicon = "images/favicon.svg"
+html_static_path = ["_static"]  # staged from docs/_static for both editions
+html_css_files = ["course.css"]
+html_js_files = ["course-search.js"]  # search snippets without the theme's menus
 # The theme reads its colour mode from here; without one it logs an error in the browser console.
 html_context = {"default_mode": "light"}
 html_last_updated_fmt = None
@@ -119,15 +133,29 @@ html_theme_options = {
         "notebook_interface": "jupyterlab",
     },
     "show_toc_level": 2,
+    "navbar_persistent": [],  # one search box, the sidebar's (see _static/course.css)
+    "extra_footer": '<p class="course-footer">'
+    + WORDS["footer"].format(
+        course=WORDS["title"],
+        licence=f'<a href="{REPOSITORY.rstrip("/")}/blob/{BRANCH}/LICENSE">{WORDS["licence"]}</a>',
+    )
+    + "</p>",
 }
 
 copybutton_exclude = ".linenos, .gp, .go"
 
 
+def repository_path(docname: str) -> str:
+    """Where the notebook of a page lives in the repository: the Chinese ones in notebooks/zh-CN/."""
+    if EDITION == CHINESE:
+        return docname.replace("notebooks/", f"notebooks/{CHINESE}/", 1) + ".ipynb"
+    return f"{docname}.ipynb"
+
+
 def launch_links(docname: str) -> tuple[str, str]:
     """The Binder and Colab addresses that open `docname`'s notebook live."""
     owner_repo = REPOSITORY.removeprefix("https://github.com/").strip("/")
-    path = f"{docname}.ipynb"
+    path = repository_path(docname)
     binder = f"https://mybinder.org/v2/gh/{owner_repo}/{BRANCH}?labpath={quote(path, safe='')}"
     colab = f"https://colab.research.google.com/github/{owner_repo}/blob/{BRANCH}/{path}"
     return binder, colab
@@ -170,8 +198,7 @@ def stand_in_for_widget(doctree: nodes.document, docname: str, screenshot: str |
 def replace_widgets(app: Sphinx, doctree: nodes.document) -> None:
     """Put a stand-in in place of every widget output (widget state is not stored in the notebooks)."""
     docname = app.env.docname
-    english = other_edition_page(docname) if EDITION == CHINESE else docname
-    wanted = {code: shot for (page, code), shot in WIDGET_SCREENSHOTS.items() if page == english}
+    wanted = {code: shot for (page, code), shot in WIDGET_SCREENSHOTS.items() if page == docname}
     used = set()
     for bundle in list(doctree.findall(nodes.container)):
         if bundle.get("nb_element") != "mime_bundle":
@@ -192,28 +219,40 @@ def replace_widgets(app: Sphinx, doctree: nodes.document) -> None:
         )
 
 
-def other_edition_page(pagename: str) -> str:
-    """The same page in the other edition: its notebooks live in notebooks/zh-CN/, its other pages by
-    the same names."""
-    if EDITION == CHINESE:
-        return pagename.replace(f"notebooks/{CHINESE}/", "notebooks/", 1)
-    return pagename.replace("notebooks/", f"notebooks/{CHINESE}/", 1)
+def is_notebook_page(app: Sphinx, pagename: str) -> bool:
+    """Whether the page is made from a course notebook (notebooks/NN_name)."""
+    return pagename.startswith("notebooks/") and app.env.doc2path(pagename).suffix == ".ipynb"
 
 
 def language_switch(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object) -> None:
-    """Put a link to this page in the other language at the top of the page, and tell search engines."""
+    """Put a link to this page in the other language at the top of the page (the same path in the other
+    edition's folder), and tell search engines; on a notebook's page, a link to download it."""
     up = "../" * pagename.count("/")
-    other = other_edition_page(pagename)
-    href = f"{up}{CHINESE}/{other}.html" if EDITION == "en" else f"{up}../{other}.html"
+    href = f"{up}{CHINESE}/{pagename}.html" if EDITION == "en" else f"{up}../{pagename}.html"
     lang = "zh-CN" if EDITION == "en" else "en"
-    switch = (
-        f'<p class="language-switch"><a href="{href}" hreflang="{lang}" lang="{lang}" '
-        f'title="{WORDS["switch_title"]}">{WORDS["switch"]}</a></p>'
-    )
-    context["body"] = switch + context.get("body", "")
+    title = WORDS["switch_title"]
+    links = f'<a href="{href}" hreflang="{lang}" lang="{lang}" title="{title}">{WORDS["switch"]}</a>'
+    if is_notebook_page(app, pagename):
+        name = pagename.rsplit("/", 1)[-1]
+        links += (
+            f' · <a class="download-notebook" href="{name}.ipynb" download="{name}.ipynb" '
+            f'title="{WORDS["download_title"]}">{WORDS["download"]} (.ipynb)</a>'
+        )
+    context["body"] = f'<p class="language-switch">{links}</p>' + context.get("body", "")
     context["metatags"] = (
         context.get("metatags", "") + f'\n<link rel="alternate" hreflang="{lang}" href="{href}">'
     )
+
+
+def chinese_launch_buttons(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object
+) -> None:
+    """The theme's Binder and Colab buttons on a Chinese page open the Chinese notebook (notebooks/zh-CN/)."""
+    if EDITION != CHINESE:
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if group.get("label") == "launch-buttons" else []:
+            button["url"] = button["url"].replace(f"/{pagename}.ipynb", "/" + repository_path(pagename))
 
 
 class ChineseSearch(SearchChinese):
@@ -228,4 +267,5 @@ def setup(app: Sphinx) -> None:
     language switch of every page."""
     app.connect("doctree-read", replace_widgets, priority=400)
     app.connect("html-page-context", language_switch)
+    app.connect("html-page-context", chinese_launch_buttons, priority=502)  # after the theme makes them
     app.add_search_language(ChineseSearch)

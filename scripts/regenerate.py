@@ -215,13 +215,25 @@ def regenerate(path: Path) -> tuple[float, str]:
     if client.signum is not None:  # came while the last cell was finishing: do not write a half-run
         raise Interrupted(client.signum)
     elapsed = time.perf_counter() - start
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = jupyterlab_kernelspec()
     nb.metadata.pop("widgets", None)
     merge_streams(nb)
     number_widget_views(nb, path.name)
     nbformat.validate(nb)
     nbformat.write(nb, path)
     return elapsed, change_summary(before, path.read_text(encoding="utf-8"))
+
+
+def jupyterlab_kernelspec() -> dict[str, str]:
+    """The kernelspec JupyterLab writes into a notebook it opens with ipykernel's kernel, "Python 3
+    (ipykernel)": stored as such, a notebook opens unmodified."""
+    import ipykernel.kernelspec
+
+    return {
+        "name": "python3",
+        "display_name": ipykernel.kernelspec.get_kernel_dict()["display_name"],
+        "language": "python",
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -50,7 +50,7 @@ LANGUAGE = "zh-CN"
 PACKAGE = ROOT / "src" / "course_utils"
 MESSAGES = PACKAGE / "locale" / LANGUAGE.replace("-", "_")
 CJK = re.compile(r"[\u3400-\u9fff]")
-MASK = "\x00string\x00"  # what every string constant becomes when two cells' code is compared
+MASK = "\x00string\x00"  # what every prose string becomes when two cells' code is compared
 
 
 def english_notebooks(root: Path = ROOT) -> list[Path]:
@@ -113,28 +113,118 @@ def units(nb: dict) -> list[Unit]:
     return found
 
 
-def masked_code(code: str) -> str:
-    """The code's syntax tree with every string constant masked and comments gone, for comparison."""
+# Strings that are code, which a translation keeps as the English has them: what these calls run or
+# name (statements given to Timer, a backend, a device), every keyword value but these prose ones,
+# and format specifications. (Dictionary keys and compared strings may be words that the
+# translation changes everywhere it uses them.)
+CODE_CALLS = {
+    "Timer", "timeit", "repeat", "exec", "eval", "device", "to", "init_process_group", "new_group",
+    "set_start_method", "get_context", "getenv", "import_module",
+}  # fmt: skip
+PROSE_KEYWORDS = {"end", "sep", "title", "label", "xlabel", "ylabel", "name", "help", "description", "msg"}
+# A string with no space that reads as a name or an expression ("cpu", "cuda:0", ".4f", "a@a") is code
+# wherever it stands, unless the translation puts Chinese in it.
+CODE_LIKE = re.compile(r"[\w.:/@+*%=<>\[\]()\-]+", re.ASCII)
+CHINESE_TEXT = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+
+
+def call_name(call: ast.Call) -> str:
+    """The called name: `Timer` for `benchmark.Timer(...)`, `to` for `x.to(...)`."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def code_strings(tree: ast.AST) -> set[int]:
+    """The ids of the string constants in `tree` that stand where code stands (see CODE_CALLS)."""
+    found: set[int] = set()
+
+    def strings(node: ast.AST | None) -> None:
+        for child in ast.walk(node) if node is not None else ():
+            if isinstance(child, ast.Constant) and isinstance(child.value, str):
+                found.add(id(child))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if call_name(node) in CODE_CALLS:
+                for argument in node.args:
+                    strings(argument)
+            for keyword in node.keywords:
+                if keyword.arg not in PROSE_KEYWORDS:
+                    strings(keyword.value)
+        elif isinstance(node, ast.FormattedValue):
+            strings(node.format_spec)
+    return found
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A cell's code for comparison: its syntax tree with prose strings masked, and those strings."""
+
+    tree: ast.AST
+    prose: list[tuple[int, str, bool]]  # (line, the string, whether it is part of an f-string)
+
+    def dump(self) -> str:
+        """The tree as text, without line numbers: equal for equal code."""
+        return ast.dump(self.tree)
+
+
+def first_difference(old: ast.AST, new: ast.AST) -> int | None:
+    """The line, in `new`, of the first node where two masked trees differ (None: no such node)."""
+    for before, after in zip(ast.walk(old), ast.walk(new), strict=False):
+        fields = [name for name in before._fields if not isinstance(getattr(before, name), ast.AST | list)]
+        if type(before) is not type(after) or any(getattr(before, f) != getattr(after, f) for f in fields):
+            return getattr(after, "lineno", None)
+        if any(
+            len(getattr(before, f)) != len(getattr(after, f))
+            for f in before._fields
+            if isinstance(getattr(before, f), list)
+        ):
+            return getattr(after, "lineno", None)
+    return None
+
+
+def masked_code(code: str) -> Masked:
+    """The code's syntax tree with comments gone and every prose string masked; code strings stay."""
+    tree = ast.parse(code)
+    keep = code_strings(tree)
+    in_fstring = {
+        id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values
+    }
+    prose: list[tuple[int, str, bool]] = []
 
     class Masker(ast.NodeTransformer):
         def visit_Constant(self, node: ast.Constant) -> ast.Constant:
-            return ast.Constant(MASK) if isinstance(node.value, str) else node
+            if not isinstance(node.value, str) or id(node) in keep:
+                return node
+            prose.append((node.lineno, node.value, id(node) in in_fstring))
+            return ast.Constant(MASK)
 
-    return ast.dump(Masker().visit(ast.parse(code)))
+    return Masked(Masker().visit(tree), prose)
 
 
 def code_difference(english: str, chinese: str) -> str | None:
-    """None when the two cells differ only in comments and strings; else the first line that differs."""
+    """None when the two cells differ only in comments and prose strings; else what differs.
+
+    Strings that are code (see CODE_CALLS) must be the English ones; a prose string may change, but a
+    code-like one (no space, see CODE_LIKE) only into one with Chinese in it.
+    """
     try:
-        if masked_code(english) == masked_code(chinese):
-            return None
+        old, new = masked_code(english), masked_code(chinese)
     except SyntaxError as err:
         return f"the translation is not valid Python ({err.msg}, line {err.lineno})"
-    for number, (old, new) in enumerate(zip(english.splitlines(), chinese.splitlines(), strict=False), 1):
-        code_old = old.split("#", 1)[0].strip()
-        code_new = new.split("#", 1)[0].strip()
-        if code_old != code_new and not (("'" in old or '"' in old) and ("'" in new or '"' in new)):
-            return f"line {number}: {old.strip()!r} became {new.strip()!r}"
+    if old.dump() == new.dump():
+        for (_, before, _), (line, after, part) in zip(old.prose, new.prose, strict=True):
+            if (
+                before != after
+                and not part
+                and CODE_LIKE.fullmatch(before)
+                and not CHINESE_TEXT.search(after)
+            ):
+                return f"line {line}: the string {before!r} became {after!r} (a string that is code stays)"
+        return None
+    line = first_difference(old.tree, new.tree)
+    if line is not None and line <= len(chinese.splitlines()):
+        return f"line {line}: {chinese.splitlines()[line - 1].strip()!r} is not the English code"
     return "the code differs beyond comments and strings (compare it with the English cell)"
 
 
@@ -472,6 +562,8 @@ PAGES = {
     "README.zh-CN.md": "README.md",
     "docs/zh-CN/seeds.md": "docs/seeds.md",
     "docs/zh-CN/glossary.md": "docs/glossary.md",
+    "docs/zh-CN/index.md": "docs/index.md",
+    "docs/zh-CN/instructors.md": "docs/instructors.md",
 }
 PAGE_MARK = re.compile(
     r"^<!-- translated from (?P<page>\S+) at sha256 (?P<digest>[0-9a-f]{12}) -->$", re.MULTILINE

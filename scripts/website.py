@@ -4,11 +4,15 @@
     python scripts/website.py [--out DIR] --serve [--port N]
                                                         build, then serve on http://127.0.0.1:N/
 
-The pages of docs/, README.md (the home page includes it) and every notebooks/NN_*.ipynb are
-staged into DIR/src, laid out as in the repository, and built by Sphinx with docs/conf.py.
-The Chinese edition (docs/zh-CN/, README.zh-CN.md, notebooks/zh-CN/NN_*.ipynb) is staged into
-DIR/src-zh-CN and built into DIR/html/zh-CN/; every page links to itself in the other language.
-Every warning is an error. Called through `python3 course.py site`.
+The pages of docs/ (the home page lists the notebooks with what README.md's table says each
+teaches) and every notebooks/NN_*.ipynb are staged into DIR/src, laid out as in the repository,
+and built by Sphinx with docs/conf.py.
+The Chinese edition (docs/zh-CN/, README.zh-CN.md's table, notebooks/zh-CN/NN_*.ipynb) is staged into
+DIR/src-zh-CN with the same layout (its notebooks in notebooks/) and built into DIR/html/zh-CN/,
+so a page has one path in each language: notebooks/05_data_parallel.html and
+zh-CN/notebooks/05_data_parallel.html. Every page links to itself in the other language, and each
+notebook's page to a copy of the notebook beside it, for download. Every warning is an error.
+Called through `python3 course.py site`.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -30,11 +37,14 @@ DEFAULT_OUT = ROOT / "build" / "site"
 
 
 CHINESE = "zh-CN"
-# Per edition: its pages under docs/, its README, its notebooks' folder, and where its site goes under html/.
+# Per edition: its pages under docs/, its README (whose table says what each notebook teaches), its
+# notebooks' folder, and where its site goes under html/.
+# Both editions stage their notebooks into notebooks/, so their pages have the same paths.
 EDITIONS = {
     "en": (DOCS, "README.md", Path("notebooks"), Path(".")),
     CHINESE: (DOCS / CHINESE, f"README.{CHINESE}.md", Path("notebooks") / CHINESE, Path(CHINESE)),
 }
+STAGED_NOTEBOOKS = Path("notebooks")
 
 
 def course_notebooks(language: str = "en") -> list[Path]:
@@ -48,32 +58,74 @@ def course_notebooks(language: str = "en") -> list[Path]:
     return notebooks
 
 
-README_LINK = re.compile(r"\[([^\]]+)\]\((?:README(?:\.zh-CN)?\.md)\)")
-LANGUAGE_LINE = re.compile(r"^(?:English \| 中文|中文 \| English)\n\n", re.MULTILINE)
+NOTEBOOK_ROW = re.compile(r"^\| `(?P<name>\d\d_\w+)\.ipynb` \| (?P<what>.+?) \|$", re.MULTILINE)
+NOTEBOOK_LIST = (
+    "<!-- notebook list: scripts/website.py puts one line per notebook here, from the README's table -->"
+)
+CHINESE_NOTEBOOK_LINK = re.compile(rf"(\]\()notebooks/{CHINESE}/")
 
 
-def site_readme(text: str) -> str:
-    """A README as the home page shows it: links to the other README are plain words, and its line of
-    language links goes, since every page of the site links to the other language at its top."""
-    return LANGUAGE_LINE.sub("", README_LINK.sub(r"\1", text))
+def repository_url() -> str:
+    """The course's repository, named once in pyproject.toml's [project.urls]."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"][
+        "Repository"
+    ]
+
+
+def notebook_title(path: Path) -> str:
+    """The `# NN · Title` heading of a notebook's first cell, without the `# `."""
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    return first.splitlines()[0].removeprefix("# ").strip()
+
+
+def notebook_list(language: str) -> str:
+    """One line per notebook of an edition, in course order: its title as a link, then what it teaches
+    (the README's table says that; a notebook the table lacks gets its title alone)."""
+    readme = (ROOT / EDITIONS[language][1]).read_text(encoding="utf-8")
+    what = {row["name"]: row["what"].strip() for row in NOTEBOOK_ROW.finditer(readme)}
+    lines = []
+    for path in course_notebooks(language):
+        line = f"- [{notebook_title(path)}]({STAGED_NOTEBOOKS.as_posix()}/{path.name})"
+        lines.append(f"{line}: {what[path.stem]}" if path.stem in what else line)
+    return "\n".join(lines)
+
+
+def site_page(text: str, language: str) -> str:
+    """A page of docs/ as the site shows it: the notebook list and the course's addresses filled in
+    (from pyproject.toml, so `course.py retarget` moves them), and a Chinese page's links to
+    notebooks/zh-CN/ (right in the repository) pointing where the site stages them, notebooks/."""
+    repository = repository_url().rstrip("/")
+    owner_repo = repository.removeprefix("https://github.com/")
+    first = f"notebooks/{'' if language == 'en' else language + '/'}00_start_here.ipynb"
+    binder = f"https://mybinder.org/v2/gh/{owner_repo}/main?labpath={quote(first, safe='')}"
+    colab = f"https://colab.research.google.com/github/{owner_repo}/blob/main/{first}"
+    text = (
+        text.replace(NOTEBOOK_LIST, notebook_list(language))
+        .replace("{{ repository }}", repository)
+        .replace("{{ binder }}", f"[Binder]({binder})")
+        .replace("{{ colab }}", f"[Colab]({colab})")
+    )
+    return text if language == "en" else CHINESE_NOTEBOOK_LINK.sub(r"\1notebooks/", text)
 
 
 def stage_sources(stage: Path, language: str = "en") -> list[Path]:
-    """Copy an edition's pages, README and notebooks into `stage`, laid out as in the repository.
+    """Copy an edition's pages and notebooks into `stage`, the notebooks in notebooks/.
 
-    Return the notebooks. The images of docs/images/ serve both editions.
+    Return the notebooks. docs/images/ and docs/_static/ serve both editions.
     """
-    pages, readme, notebooks_folder, _ = EDITIONS[language]
+    pages = EDITIONS[language][0]
     if stage.exists():
         shutil.rmtree(stage)
     shutil.copytree(pages, stage, ignore=shutil.ignore_patterns("conf.py", "__pycache__", CHINESE))
     if language != "en":
-        shutil.copytree(DOCS / "images", stage / "images")
-    (stage / readme).write_text(site_readme((ROOT / readme).read_text(encoding="utf-8")), encoding="utf-8")
-    (stage / notebooks_folder).mkdir(parents=True)
+        for shared in ("images", "_static"):  # serve both editions
+            shutil.copytree(DOCS / shared, stage / shared)
+    for page in stage.rglob("*.md"):
+        page.write_text(site_page(page.read_text(encoding="utf-8"), language), encoding="utf-8")
+    (stage / STAGED_NOTEBOOKS).mkdir(parents=True)
     notebooks = course_notebooks(language)
     for notebook in notebooks:
-        shutil.copy2(notebook, stage / notebooks_folder / notebook.name)
+        shutil.copy2(notebook, stage / STAGED_NOTEBOOKS / notebook.name)
     return notebooks
 
 
@@ -105,10 +157,7 @@ def sphinx(stage: Path, html: Path, doctrees: Path, language: str) -> None:
 def unmatched_pages(html: Path) -> list[str]:
     """Pages of one edition that the other lacks: each page's language switch must lead somewhere."""
     english = {p.relative_to(html).as_posix() for p in html.rglob("*.html") if CHINESE not in p.parts}
-    chinese = {
-        p.relative_to(html / CHINESE).as_posix().replace(f"notebooks/{CHINESE}/", "notebooks/")
-        for p in (html / CHINESE).rglob("*.html")
-    }
+    chinese = {p.relative_to(html / CHINESE).as_posix() for p in (html / CHINESE).rglob("*.html")}
     inner = {"genindex.html", "search.html"}
     pages = {p for p in english ^ chinese if "_static" not in p and p not in inner}
     return sorted(pages)
@@ -126,6 +175,8 @@ def build(out: Path) -> Path:
         notebooks = stage_sources(stage, language)
         shutil.rmtree(doctrees, ignore_errors=True)
         sphinx(stage, html / subfolder, doctrees, language)
+        for notebook in notebooks:  # beside its page, which links to it for download
+            shutil.copy2(notebook, html / subfolder / STAGED_NOTEBOOKS / notebook.name)
         count += len(notebooks)
     if missing := unmatched_pages(html):
         raise RuntimeError(

@@ -6,11 +6,14 @@ ignored, and one with a warning stored in it; these checks catch each of those.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
+from jupyter_client.kernelspec import KernelSpecManager
 from links import cell_text
+from regenerate import jupyterlab_kernelspec as regenerate_kernelspec
 from regenerate import marker_tags
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,6 +145,26 @@ def notebook_problems(nb: dict, name: str, readme: str, language: str = "en") ->
     if name not in readme_notebook_table(readme):
         problems.append("not listed in README.md's notebook table")
     return problems + course_metadata_problems(nb)
+
+
+@functools.cache
+def jupyterlab_kernelspec() -> dict[str, str]:
+    """The kernelspec JupyterLab writes on opening a course notebook: its python3 kernel's, which must be
+    what `course.py regenerate` stores."""
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    return {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+
+
+def kernelspec_problems(nb: dict) -> list[str]:
+    """A stored kernelspec other than JupyterLab's, which makes the notebook open as modified."""
+    stored, wanted = nb.get("metadata", {}).get("kernelspec"), jupyterlab_kernelspec()
+    if (stores := regenerate_kernelspec()) != wanted:
+        return [f"course.py regenerate stores the kernelspec {stores}, JupyterLab writes {wanted}"]
+    if stored != wanted:
+        return [
+            f"metadata.kernelspec is {stored}, not JupyterLab's {wanted}: run `python3 course.py regenerate`"
+        ]
+    return []
 
 
 # metadata.course of every notebook: key -> (what is valid, check). Documented in CONTRIBUTING.md.

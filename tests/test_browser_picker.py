@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,11 +37,21 @@ NOTEBOOK = ROOT / "notebooks" / "04_choosing_gpus.ipynb"
 SERVER_START_S = 40
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+# JupyterLab lost the port it picked to another process between picking and listening: start again.
+PORT_TAKEN = ("is not available", "is already in use")
+STARTS = 3
+
+
+def served_port(runtime: Path, proc: subprocess.Popen, deadline: float) -> int | None:
+    """The port JupyterLab listens on (it picks a free one: port 0), from the server file it writes in
+    its runtime dir once listening; None when the process ended first."""
+    info = runtime / f"jpserver-{proc.pid}.json"
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            return int(json.loads(info.read_text(encoding="utf-8"))["port"])
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.2)
+    return None
 
 
 @dataclass
@@ -130,15 +139,14 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         target = home / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values), encoding="utf-8")
-    port, token = free_port(), secrets.token_hex(16)
-    lab = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root)
+    token = secrets.token_hex(16)
     command = [
         sys.executable,
         "-m",
         "jupyterlab",
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
+        "--ServerApp.port=0",  # a free port, chosen by the server itself: no port picked here and released
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
@@ -150,19 +158,28 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
         command.append("--allow-root")
     log_path = tmp_path / "jupyterlab.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while _get(f"{lab.url}/api/status?token={token}") != 200:
-            if proc.poll() is not None or time.monotonic() > deadline:
+    for _ in range(STARTS):
+        with log_path.open("w") as log:
+            proc = subprocess.Popen(
+                command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        lab = Lab(url="http://127.0.0.1:0", token=token, root=root)
+        try:
+            deadline = time.monotonic() + SERVER_START_S
+            port = served_port(home / "runtime", proc, deadline)
+            lab.url = f"http://127.0.0.1:{port}"
+            while port is None or _get(f"{lab.url}/api/status?token={token}") != 200:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            else:
+                yield lab
+                return
+            if proc.poll() is None or not any(taken in log_path.read_text() for taken in PORT_TAKEN):
                 pytest.fail(f"JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.3)
-        yield lab
-    finally:
-        _stop(proc, lab)
+        finally:
+            _stop(proc, lab)  # also after a start that lost its port, before the next
+    pytest.fail(f"JupyterLab lost its port {STARTS} times:\n{log_path.read_text()[-3000:]}")
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -99,3 +101,30 @@ def test_the_shared_hints_come_in_chinese_too(monkeypatch):
     assert describe_error(KeyError("grad")) == "抛出了 KeyError: 'grad'"
     monkeypatch.setenv("COURSE_LANGUAGE", "en")
     assert describe_error(KeyError("grad")) == "raised KeyError: 'grad'"
+
+
+@pytest.mark.parametrize("kind", ["cuda", "mps", "xpu"])
+def test_accelerator_on_a_stand_in_accelerator_wants_its_type(monkeypatch, kind):
+    """The check asks torch.accelerator on every machine, also one with an accelerator (a stand-in here)."""
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: torch.device(kind)
+    )
+    assert start_here.check_accelerator(kind)
+    for wrong in (None, "cpu", "cuda" if kind != "cuda" else "mps"):
+        assert not start_here.check_accelerator(wrong), wrong
+
+
+@pytest.fixture
+def threads_unlike_the_cores():
+    """PyTorch set to a thread count that is not the machine's core count, restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads((os.cpu_count() or 1) + 1)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_cpu_threads_is_pytorchs_count_not_the_cores(threads_unlike_the_cores):
+    assert start_here.check_cpu_threads(threads_unlike_the_cores)
+    assert not start_here.check_cpu_threads(os.cpu_count())

@@ -1,9 +1,10 @@
 """The course's website: built once into a temporary folder, then checked page by page and in Chromium.
 
 The build runs `scripts/website.py` as `python3 course.py site` does (every Sphinx warning is an
-error). The checks read the built HTML: a page for every notebook in course order with
-previous/next links, every internal link and anchor resolving, seed 003's per-replica sizes on
-the DataParallel page, every image present, launch links made from pyproject's repository URL,
+error). The checks read the built HTML of both editions: a page for every notebook in course
+order with previous/next links, every internal link and anchor resolving, seed 003's per-replica
+sizes on the DataParallel page, every stored output and figure shown, launch links made from
+pyproject's repository URL, one path per page in each language, a landing page for students,
 no path of the building machine. The browser test serves the site on 127.0.0.1 and drives
 headless Chromium through it (see tests/browser.py for how Chromium is found).
 """
@@ -11,8 +12,10 @@ headless Chromium through it (see tests/browser.py for how Chromium is found).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import runpy
 import subprocess
 import sys
 import threading
@@ -21,14 +24,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import unquote, urlsplit
 
 import pytest
 from browser import UI_TIMEOUT_MS, artifact_dir, chromium_page
+from docutils.frontend import get_default_settings
+from docutils.parsers.rst import Parser
+from docutils.utils import new_document
 from notebook_hygiene import ROOT
-from website import CHINESE, course_notebooks, make_server
+from website import CHINESE, EDITIONS, NOTEBOOK_ROW, course_notebooks, make_server
 
-BUILD_TIMEOUT_S = 300
+BUILD_TIMEOUT_S = 600  # a guard against a hang: both editions take 1.5 to 4 minutes on a busy 2-core machine
+# Each edition: its language and the folder of its pages under the site's root.
+LANGUAGES = {"en": "", CHINESE: f"{CHINESE}/"}
 TEXT_SUFFIXES = {".html", ".js", ".json", ".txt", ".ipynb", ".css", ".inv"}
 # Beside the clone in CI; $COURSE_SEEDS names them elsewhere (the site builds without them).
 SEEDS = Path(os.environ.get("COURSE_SEEDS") or ROOT.parent / "shared" / "seeds")
@@ -130,6 +139,11 @@ def notebook_pages() -> list[str]:
     return [f"notebooks/{path.stem}.html" for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
 
 
+def cell_source_of(path: Path, number: int) -> str:
+    """The source of a notebook's cell `number` (0: the first)."""
+    return "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][number]["source"])
+
+
 def notebook_title(path: Path) -> str:
     """The `# NN · Title` heading of a notebook's first cell."""
     first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
@@ -193,8 +207,9 @@ def test_every_internal_link_and_anchor_resolves(site):
 
 
 def chinese_notebook_pages() -> list[str]:
-    """The page each notebooks/zh-CN/NN_*.ipynb should have, under the site's zh-CN/ folder, in order."""
-    return [f"{CHINESE}/notebooks/{CHINESE}/{path.stem}.html" for path in course_notebooks(CHINESE)]
+    """The page each notebooks/zh-CN/NN_*.ipynb should have, under the site's zh-CN/ folder, in order:
+    the English page's path in that folder."""
+    return [f"{CHINESE}/notebooks/{path.stem}.html" for path in course_notebooks(CHINESE)]
 
 
 def test_the_chinese_edition_has_every_notebook_in_order_with_its_chinese_title(site):
@@ -207,7 +222,7 @@ def test_the_chinese_edition_has_every_notebook_in_order_with_its_chinese_title(
     home = [
         href
         for _, href in site.page(f"{CHINESE}/index.html").links
-        if re.fullmatch(rf"notebooks/{CHINESE}/\d\d_\w+\.html", href)
+        if re.fullmatch(r"notebooks/\d\d_\w+\.html", href)
     ]
     assert [f"{CHINESE}/{href}" for href in dict.fromkeys(home)] == pages
     assert "术语表" in site.page(f"{CHINESE}/glossary.html").text
@@ -248,9 +263,10 @@ def test_the_chinese_search_index_holds_chinese_words(site):
     assert stemmer and f"var {stemmer[1]}=" in language_data, "the search page names a stemmer it lacks"
 
 
-def seed_003_listing(gpus: int, replicas: list[list[int]]) -> str:
-    """The lines seed 003's loop prints for `gpus` GPUs, replicas in device order."""
-    lines = [f"SIMULATED {gpus} GPUs (replicas run one after another on the CPU, in device order)"]
+def seed_003_listing(gpus: int, replicas: list[list[int]]) -> re.Pattern[str]:
+    """The lines seed 003's loop prints for `gpus` GPUs, replicas in device order, under a heading
+    that names the GPU count (in the page's language)."""
+    lines = []
     for batch in replicas:
         for rows in batch:
             lines.append(
@@ -258,19 +274,24 @@ def seed_003_listing(gpus: int, replicas: list[list[int]]) -> str:
             )
         total = sum(batch)
         lines.append(f"Outside: input size torch.Size([{total}, 5]) output_size torch.Size([{total}, 2])")
-    return "\n".join(lines)
+    return re.compile(rf"^[^\n]*\b{gpus}\b[^\n\d]*\n" + re.escape("\n".join(lines)), re.MULTILINE)
 
 
-def test_seed_003_per_replica_tables_on_the_dataparallel_page(site):
-    text = site.page("notebooks/05_data_parallel.html").text
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_seed_003_per_replica_tables_on_the_dataparallel_page(site, language):
+    text = site.page(f"{LANGUAGES[language]}notebooks/05_data_parallel.html").text
     spec = {  # COURSE_SPEC's seed 003 reference, in device order
         2: [[15, 15], [15, 15], [15, 15], [5, 5]],
         3: [[10, 10, 10], [10, 10, 10], [10, 10, 10], [4, 4, 2]],
         8: [[4] * 7 + [2], [4] * 7 + [2], [4] * 7 + [2], [2] * 5],
     }
     for gpus, replicas in spec.items():
-        assert seed_003_listing(gpus, replicas) in text, f"seed 003's {gpus}-GPU listing is not on the page"
-    assert "SIMULATED 4 GPUs" not in text
+        assert seed_003_listing(gpus, replicas).search(text), (
+            f"seed 003's {gpus}-GPU listing is not on the page"
+        )
+    if language == "en":
+        assert "SIMULATED 8 GPUs (replicas run one after another on the CPU, in device order)" in text
+        assert "SIMULATED 4 GPUs" not in text
 
 
 def test_every_image_exists_and_the_notebook_figures_are_there(site):
@@ -284,12 +305,16 @@ def test_every_image_exists_and_the_notebook_figures_are_there(site):
             head = target.read_bytes()[:200]
             assert head.startswith(b"\x89PNG") or b"<svg" in head, f"{url} is not a PNG or SVG image"
             images += 1
-    for notebook in course_notebooks():
-        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-        plots = sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
-        shown = [u for t, u in site.page(f"notebooks/{notebook.stem}.html").links if t == "img"]
-        assert len([u for u in shown if "_images/" in u]) >= plots, f"{notebook.name}: a figure is missing"
-    assert images >= 3
+    for language, folder in LANGUAGES.items():
+        for notebook in course_notebooks(language):
+            # counted in the English notebook, so a Chinese page whose figures went missing fails too
+            cells = json.loads((ROOT / "notebooks" / notebook.name).read_text(encoding="utf-8"))["cells"]
+            plots = sum(
+                "image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", [])
+            )
+            shown = [u for t, u in site.page(f"{folder}notebooks/{notebook.stem}.html").links if t == "img"]
+            assert len([u for u in shown if "_images/" in u]) >= plots, f"{notebook}: a figure is missing"
+    assert images >= 6
 
 
 def test_the_gpu_picker_is_a_labelled_screenshot_with_live_links(site):
@@ -324,7 +349,7 @@ def test_the_chinese_pages_launch_the_chinese_notebooks(site):
     owner_repo = urlsplit(REPOSITORY).path.strip("/")
     for relative in chinese_notebook_pages():
         hrefs = [href for _, href in site.page(relative).links]
-        notebook = relative.removeprefix(f"{CHINESE}/").removesuffix(".html") + ".ipynb"
+        notebook = f"notebooks/{CHINESE}/{Path(relative).stem}.ipynb"
         binder = [h for h in hrefs if h.startswith(f"https://mybinder.org/v2/gh/{owner_repo}/")]
         colab = [h for h in hrefs if h.startswith("https://colab.research.google.com/github/")]
         assert notebook.startswith(f"notebooks/{CHINESE}/")
@@ -378,6 +403,100 @@ def test_the_chinese_seeds_page_quotes_each_seed_in_its_own_words_briefly(site):
         assert all(len(run) <= 60 for run in quoted), f"{seed.name}: a long passage is copied: {quoted}"
 
 
+def stored_output_cells(notebook: Path) -> int:
+    """How many code cells of a notebook store an output."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum(1 for cell in cells if cell["cell_type"] == "code" and cell.get("outputs"))
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_notebook_page_shows_the_outputs_stored_in_its_notebook(site, language):
+    for notebook in course_notebooks(language):
+        raw = (site.html / f"{LANGUAGES[language]}notebooks/{notebook.stem}.html").read_text(encoding="utf-8")
+        shown = raw.count('class="cell_output docutils container"')
+        assert shown == stored_output_cells(notebook) > 0, (
+            f"{language} {notebook.name}: {shown} outputs shown"
+        )
+
+
+def test_each_page_has_one_path_in_each_language(site):
+    english = {p.relative_to(site.html).as_posix() for p in built_pages(site.html) if CHINESE not in p.parts}
+    chinese = {p.relative_to(site.html / CHINESE).as_posix() for p in built_pages(site.html / CHINESE)}
+    assert english == chinese
+    assert {f"notebooks/{p.stem}.html" for p in course_notebooks(CHINESE)} <= chinese
+    repeated = [p for p in site.html.rglob("*") if f"{CHINESE}/notebooks/{CHINESE}" in p.as_posix()]
+    assert not repeated, repeated[:5]
+    for page in built_pages(site.html):
+        for _, url in parse(page).links:
+            assert urlsplit(url).scheme or f"notebooks/{CHINESE}/" not in url, f"{page}: links {url}"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_notebook_page_links_its_notebook_for_download(site, language):
+    for notebook in course_notebooks(language):
+        relative = f"{LANGUAGES[language]}notebooks/{notebook.stem}.html"
+        downloads = [href for cls, href in site.page(relative).classes_links if "download-notebook" in cls]
+        assert downloads == [notebook.name], relative
+        assert (site.html / relative).with_name(notebook.name).read_bytes() == notebook.read_bytes()
+
+
+def test_every_page_names_the_course_and_its_licence_in_its_footer(site):
+    licence = f"{REPOSITORY.rstrip('/')}/blob/main/LICENSE"
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    for page in built_pages(site.html):
+        raw = page.read_text(encoding="utf-8")
+        footer = re.search(r'<p class="course-footer">(.*?)</p>', raw, re.DOTALL)
+        assert footer and "PyTorch on GPUs, hands-on" in footer[1], page
+        assert f'href="{licence}"' in footer[1] and "MIT" in footer[1], page
+
+
+TYPOGRAPHIC = str.maketrans({"’": "'", "“": '"', "”": '"'})  # the site's quotes, as the README types them
+
+
+def readme_rows(language: str) -> dict[str, str]:
+    """What an edition's README table says each notebook teaches, by notebook name (no suffix)."""
+    readme = (ROOT / EDITIONS[language][1]).read_text(encoding="utf-8")
+    return {row["name"]: row["what"] for row in NOTEBOOK_ROW.finditer(readme)}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_home_page_is_for_students_and_links_every_notebook_with_a_line(site, language):
+    folder = LANGUAGES[language]
+    raw = (site.html / f"{folder}index.html").read_text(encoding="utf-8")
+    main = raw[raw.index("<main") : raw.index("</main>")]
+    listed = re.findall(r'<li><p><a class="reference internal" href="(notebooks/\d\d_\w+\.html)">', main)
+    assert listed == [f"notebooks/{p.stem}.html" for p in course_notebooks(language)]
+    text = site.page(f"{folder}index.html").text.translate(TYPOGRAPHIC)
+    rows = readme_rows(language)
+    for notebook in course_notebooks(language):
+        assert notebook_title(notebook) in text
+        words = re.sub(r"`([^`]*)`", r"\1", rows[notebook.stem]).translate(TYPOGRAPHIC)
+        assert words in text, f"{notebook.stem}'s line is not on the home page"
+    for word in ("Binder", "Colab", "Kaggle", "git clone", "download.pytorch.org/whl/cpu"):
+        assert word in text
+    for insider in ("PIP_CONSTRAINT", "retarget", "course.py bench", "course.py test", "nbval"):
+        assert insider not in text, f"the home page speaks of {insider}"
+    instructors = [href for _, href in site.page(f"{folder}index.html").links if href == "instructors.html"]
+    assert instructors
+    page = site.page(f"{folder}instructors.html").text
+    for word in ("course.py test", "course.py bench", "retarget", ">=2.9,<2.16"):
+        assert word in page, f"the instructors' page lacks {word}"
+
+
+def test_a_warning_of_the_chinese_site_configuration_reaches_sphinx(monkeypatch, caplog):
+    """A warning from docs/conf.py goes to Sphinx's logger, which --fail-on-warning watches, in both editions
+    (the Chinese build imports jieba, which must not take the name `logging`)."""
+    document = new_document("page", get_default_settings(Parser))
+    for language in LANGUAGES:
+        monkeypatch.setenv("COURSE_SITE_LANGUAGE", language)
+        conf = runpy.run_path(str(ROOT / "docs" / "conf.py"), run_name="course_site_conf")
+        app = SimpleNamespace(env=SimpleNamespace(docname="notebooks/04_choosing_gpus"))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            conf["replace_widgets"](app, document)  # no widget on this page: the screenshot is unused
+        assert [r.name for r in caplog.records] == ["sphinx.course_site_conf"], language
+
+
 @pytest.fixture(scope="module")
 def served(site: Site) -> Iterator[str]:
     """The built site served on 127.0.0.1 by the server `--serve` uses, stopped afterwards."""
@@ -397,10 +516,40 @@ def served(site: Site) -> Iterator[str]:
 TINY_SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>'
 
 
+def foreign_snippets(page: object) -> list[str]:
+    """The search results' snippets that are not the words of their page's article (the theme's menus,
+    the page's table of contents and the language switch are not)."""
+    return page.evaluate(
+        """async () => {
+            const flat = (text) => text.replace(/\\s+/g, " ").trim();
+            const foreign = [];
+            for (const item of document.querySelectorAll("#search-results ul.search li")) {
+                const snippet = item.querySelector("p.context");
+                if (!snippet) continue;
+                const html = await (await fetch(item.querySelector("a").href)).text();
+                const article = new DOMParser().parseFromString(html, "text/html").querySelector("article");
+                article.querySelectorAll(".headerlink").forEach((link) => link.remove());  // as Sphinx does
+                const words = flat(snippet.textContent).replace(/^\\.\\.\\./, "").replace(/\\.\\.\\.$/, "");
+                if (!flat(article.textContent).includes(words)) foreign.push(words.slice(0, 120));
+            }
+            return foreign;
+        }"""
+    )
+
+
+def sideways_code(page: object) -> list[str]:
+    """The start of every code cell, output or code block of the shown page that scrolls sideways."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('.bd-article pre')]
+            .filter((pre) => pre.scrollWidth > pre.clientWidth + 1)
+            .map((pre) => pre.innerText.slice(0, 60))"""
+    )
+
+
 def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
     from playwright.sync_api import expect
 
-    with chromium_page() as page:
+    with chromium_page(1400, 900) as page:
         console: list[str] = []
         outside: list[tuple[str, str]] = []
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
@@ -422,6 +571,32 @@ def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
             expect(page.locator("h1").first).to_contain_text(
                 "PyTorch on GPUs, hands-on", timeout=UI_TIMEOUT_MS
             )
+            # the landing page: every notebook a link that opens, one search box, the switch and back
+            page.wait_for_load_state("load")
+            for language, folder in LANGUAGES.items():
+                listed = page.locator("article li > p > a.reference.internal[href^='notebooks/']")
+                expect(listed).to_have_count(len(course_notebooks(language)), timeout=UI_TIMEOUT_MS)
+                for href in listed.evaluate_all("(links) => links.map((a) => a.href)"):
+                    assert page.request.get(href).status == 200, href
+                expect(page.locator(".search-button-field:visible")).to_have_count(1, timeout=UI_TIMEOUT_MS)
+                expect(page.locator("button.search-button:visible")).to_have_count(0, timeout=UI_TIMEOUT_MS)
+                assert sideways_code(page) == [], f"{folder}index.html"
+                page.screenshot(path=str(shots / f"site_home_{language}.png"))
+                page.locator("p.language-switch a[hreflang]").first.click()
+                other = "" if folder else f"{CHINESE}/"
+                expect(page).to_have_url(
+                    re.compile(rf"127\.0\.0\.1:\d+/{other}index\.html$"), timeout=UI_TIMEOUT_MS
+                )
+                page.wait_for_load_state("load")
+            expect(page.locator("html")).to_have_attribute("lang", "en", timeout=UI_TIMEOUT_MS)
+            # code wraps instead of scrolling sideways, in both languages, at 1400 x 900
+            for language, folder in LANGUAGES.items():
+                for name in ("05_data_parallel", "13_fsdp_and_tp_in_practice"):
+                    page.goto(f"{served}/{folder}notebooks/{name}.html")
+                    page.wait_for_load_state("load")
+                    assert sideways_code(page) == [], f"{folder}notebooks/{name}.html"
+                    page.screenshot(path=str(shots / f"site_{name}_{language}.png"))
+            page.goto(f"{served}/index.html")
             expect(page.locator("nav.bd-links")).to_contain_text("05 · DataParallel", timeout=UI_TIMEOUT_MS)
 
             page.locator("nav.bd-links a", has_text="05 · DataParallel").first.click()
@@ -469,17 +644,21 @@ def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
 
             # the language switch leads to the same notebook in Chinese, whose search finds Chinese words
             page.goto(f"{served}/notebooks/05_data_parallel.html")
-            page.locator("p.language-switch a").click()
+            page.locator("p.language-switch a[hreflang]").click()
             expect(page).to_have_url(
-                re.compile(rf"/{CHINESE}/notebooks/{CHINESE}/05_data_parallel\.html$"), timeout=UI_TIMEOUT_MS
+                re.compile(rf"/{CHINESE}/notebooks/05_data_parallel\.html$"), timeout=UI_TIMEOUT_MS
             )
             expect(page.locator("html")).to_have_attribute("lang", CHINESE, timeout=UI_TIMEOUT_MS)
             expect(page.locator("h1").first).to_contain_text("05 ·", timeout=UI_TIMEOUT_MS)
             page.goto(f"{served}/{CHINESE}/search.html?q=梯度")
             expect(page.locator("#search-results ul.search li").first).to_be_visible(timeout=UI_TIMEOUT_MS)
+            expect(page.locator("#search-results ul.search li p.context").first).to_be_visible(
+                timeout=UI_TIMEOUT_MS
+            )
+            assert foreign_snippets(page) == []
             page.screenshot(path=str(shots / "site_search_zh.png"))
-            page.goto(f"{served}/{CHINESE}/notebooks/{CHINESE}/06_distributed_data_parallel.html")
-            page.locator("p.language-switch a").click()
+            page.goto(f"{served}/{CHINESE}/notebooks/06_distributed_data_parallel.html")
+            page.locator("p.language-switch a[hreflang]").click()
             expect(page).to_have_url(
                 re.compile(r"/notebooks/06_distributed_data_parallel\.html$"), timeout=UI_TIMEOUT_MS
             )
@@ -493,3 +672,27 @@ def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
         assert console == [], "\n".join(console)
         # only images come from elsewhere (the README's Binder badge): scripts and styles are local
         assert all(kind == "image" for kind, _ in outside), outside
+
+
+def test_the_pages_name_the_notebooks_that_have_kaggle_buttons():
+    """The READMEs and the home pages say which notebooks open in Kaggle: those the buttons are on."""
+    firsts = set()
+    for language in LANGUAGES:
+        numbers = [path.name[:2] for path in course_notebooks(language)]
+        kaggle = [
+            path.name[:2]
+            for path in course_notebooks(language)
+            if "Open In Kaggle" in cell_source_of(path, 0)
+        ]
+        assert kaggle and kaggle == [n for n in numbers if n >= kaggle[0]], language
+        firsts.add(kaggle[0])
+    (first,) = firsts
+    said = {
+        "README.md": f"notebooks {first} and later",
+        "README.zh-CN.md": f"笔记本 {first} 及以后",
+        "docs/index.md": f"notebooks {first} and later",
+        "docs/zh-CN/index.md": f"笔记本 {first} 及以后",
+    }
+    for page, words in said.items():
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        assert words in text, f"{page} does not say that {words} have Kaggle buttons"

@@ -253,3 +253,35 @@ def test_a_chinese_page_names_the_english_it_translates_and_goes_stale_with_it(t
         f"bring the Chinese in line, then record sha256 {digests['docs/seeds.md']} in its first line",
         "docs/zh-CN/glossary.md: missing (the translation of docs/glossary.md)",
     ]
+
+
+TIMED = (
+    'timer = benchmark.Timer("a @ a", globals={"a": a}, label="matmul")\n'
+    'print(f"mean: {timer.timeit(10).mean:.4f} s on", torch.ones(1, device="meta").device)\n'
+    'dist.init_process_group("gloo")'
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"a @ a"', '"a + a"'),  # the statement Timer runs
+        (":.4f}", ":.2f}"),  # a format specification
+        ('device="meta"', 'device="cpu"'),  # a keyword's value
+        ('device="meta"', 'device="元"'),  # the same, even with Chinese in it
+        ('("gloo")', '("nccl")'),  # a backend, by position
+    ],
+)
+def test_a_translation_that_changes_a_string_that_is_code_is_caught(old, new):
+    found = translations.code_difference(TIMED, TIMED.replace(old, new))
+    assert found is not None and new.strip('()"') in found
+
+
+def test_a_translation_changes_prose_strings_freely():
+    chinese = (
+        TIMED.replace('"matmul"', '"矩阵乘法"').replace("mean: ", "平均：").replace(" s on", " 秒，设备")
+    )
+    assert translations.code_difference(TIMED, chinese) is None
+    # a prose string that is a single word may become Chinese, not another English word
+    assert translations.code_difference('print("done")', 'print("完成")') is None
+    assert translations.code_difference('x = "cuda"', 'x = "cpu"') is not None
