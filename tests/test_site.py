@@ -616,7 +616,7 @@ def test_home_and_dataparallel_pages_in_a_real_browser(served, tmp_path):
             )
             # the page's own table of contents, and a copy button on the code cells
             toc = page.locator("#pst-page-toc-nav")
-            expect(toc).to_contain_text("Seed 003 on 2, 3 and 8 GPUs", timeout=UI_TIMEOUT_MS)
+            expect(toc).to_contain_text("Source article 003 on 2, 3 and 8 GPUs", timeout=UI_TIMEOUT_MS)
             expect(page.locator("button.copybtn").first).to_be_attached(timeout=UI_TIMEOUT_MS)
             page.screenshot(path=str(shots / "site_05_data_parallel.png"))
 
