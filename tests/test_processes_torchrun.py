@@ -208,6 +208,46 @@ def test_bad_arguments_say_what_to_pass(script, kwargs, error, says):
         run_torchrun(**kwargs)
 
 
+# Spellings torchrun's parser reads as an option the helpers set: prefixes, "_" for "-", "=" or not.
+SMUGGLED = [
+    ["--master-ad=0.0.0.0"],
+    ["--master_a", "0.0.0.0"],
+    ["--master-port=1"],
+    ["--rdzv_b=c10d"],
+    ["--rdzv-endp=0.0.0.0:0"],
+    ["--rdzv_endpoint", "0.0.0.0:0"],
+    ["--standalone"],
+    ["--stand"],
+    ["--nnodes", "2"],
+    ["--nn=2"],
+    ["--node_r=1"],
+    ["--nproc_per", "2"],
+    ["--max-restarts=0", "--nproc-per=4"],
+]
+
+
+@pytest.mark.parametrize("extra_args", SMUGGLED, ids=lambda a: " ".join(a))
+def test_every_spelling_of_an_option_the_helpers_set_is_refused(extra_args):
+    """Each spelling is refused by name, and torchrun's own parser does read it as that option."""
+    from torch.distributed.run import get_args_parser
+
+    named = [a.split("=")[0] for a in extra_args if a.startswith("--")][-1]
+    with pytest.raises(ValueError, match=f"may not set {named}"):
+        torchrun_command("x.py", master_port=1, extra_args=extra_args)
+    parser = get_args_parser()
+    parsed = vars(parser.parse_args([*extra_args, "x.py"]))
+    defaults = vars(parser.parse_args(["x.py"]))
+    assert {k for k in parsed if parsed[k] != defaults[k]} & torchrun._SET_HERE
+
+
+@pytest.mark.parametrize("extra_args", [["--max-restarts=0"], ["--rdzv-conf", "timeout=5"]])
+def test_options_the_helpers_leave_to_the_reader_pass(extra_args):
+    assert (
+        torchrun_command("x.py", master_port=1, extra_args=extra_args)[-len(extra_args) - 1 : -1]
+        == extra_args
+    )
+
+
 def _train_ddp():
     """notebooks/workers/train_ddp.py as a module (it only defines functions when imported)."""
     spec = importlib.util.spec_from_file_location("train_ddp", WORKERS / "train_ddp.py")

@@ -32,6 +32,7 @@ safety around the command; the command line itself is torchrun's own and is show
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -98,9 +99,10 @@ MODULES = {
     "torch.distributed.launch": "python -m torch.distributed.launch",  # deprecated
 }
 TAIL_LINES = 12
-# Options that the helpers set themselves, so that a run stays on loopback and on its port.
-_SET_HERE = "master-addr master-port rdzv-endpoint rdzv-backend standalone nnodes node-rank nproc-per-node"
-_RESERVED = {f"--{n}" for n in _SET_HERE.split()} | {f"--{n.replace('-', '_')}" for n in _SET_HERE.split()}
+# What the helpers set themselves (as torchrun's parser names it): a run stays on loopback, on its port.
+_SET_HERE = frozenset(
+    "master_addr master_port rdzv_endpoint rdzv_backend standalone nnodes node_rank nproc_per_node".split()
+)
 # A path: from a token's start ("/", "~/", "./", ".venv/", "C:\\") or one running through
 # site-packages, up to the next space, quote or bracket.
 _PATH_TOKEN = re.compile(
@@ -440,6 +442,23 @@ def _whole(value: object, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
+@functools.cache
+def _reserved_spellings() -> tuple[str, ...]:
+    """Every option string of torchrun's own parser for what the helpers set (`--master-addr`,
+    `--master_addr`, ...), read from the parser of the PyTorch installed, not written out here."""
+    from torch.distributed.run import get_args_parser
+
+    parser = get_args_parser()
+    return tuple(s for action in parser._actions if action.dest in _SET_HERE for s in action.option_strings)
+
+
+def _reserved(arg: str) -> bool:
+    """Whether torchrun would read `arg` as an option the helpers set: one of its spellings or, as
+    argparse accepts an unambiguous prefix of a long option, a prefix of one, with or without `=value`."""
+    name = arg.split("=", 1)[0]
+    return name.startswith("--") and len(name) > 2 and any(s.startswith(name) for s in _reserved_spellings())
+
+
 def _check_arguments(
     script: object,
     script_args: object,
@@ -483,7 +502,7 @@ def _check_arguments(
                 last=nnodes - 1, node_rank=node_rank
             )  # type: ignore[operator]
         )
-    reserved = [a for a in extra_args if a.split("=", 1)[0] in _RESERVED]  # type: ignore[union-attr]
+    reserved = [a for a in extra_args if _reserved(a)]  # type: ignore[union-attr]
     if reserved:
         raise ValueError(
             _(
