@@ -35,10 +35,13 @@ from course_utils.processes import (
 
 WORKERS = Path(__file__).resolve().parents[1] / "notebooks" / "workers"
 REPORT = """
-import json, os, sys
+import json, os, sys, psutil
 names = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_ADDR", "GLOO_SOCKET_IFNAME", "EXTRA",
          "OMP_NUM_THREADS", "REMOVED"]
-print(json.dumps({n: os.environ.get(n) for n in names} | {"argv": sys.argv[1:]}), flush=True)
+agent = psutil.Process(os.getppid())  # torchrun's agent, which hosts the rendezvous store
+listens = [c.laddr for c in agent.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+row = {n: os.environ.get(n) for n in names} | {"argv": sys.argv[1:], "listens": listens}
+print(json.dumps(row), flush=True)
 """
 FAILS_ON_RANK_1 = """
 import os
@@ -81,6 +84,8 @@ def test_a_job_runs_on_loopback_with_this_python(script, monkeypatch):
     rows = sorted(result.json_lines(), key=lambda r: r["RANK"])
     assert [(r["RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"]) for r in rows] == [("0", "0", "2"), ("1", "1", "2")]
     assert {r["MASTER_ADDR"] for r in rows} == {"127.0.0.1"}
+    if torchrun._FORK_AGENT:  # the store is the helper's, on loopback; elsewhere torchrun's, everywhere
+        assert rows[0]["listens"] == [["127.0.0.1", result.master_port]]
     if loopback_interface():
         assert {r["GLOO_SOCKET_IFNAME"] for r in rows} == {loopback_interface()}
     assert rows[0]["argv"] == ["--flag", "x y"] and rows[0]["EXTRA"] == "passed"
