@@ -367,8 +367,10 @@ def test_free_port_needs_an_address(host):
 @pytest.mark.parametrize(
     ("fn", "nprocs", "kwargs", "error", "match"),
     [
-        (report_env, 0, {}, ValueError, "at least 1"),
-        (report_env, -2, {}, ValueError, "at least 1"),
+        (report_env, 0, {}, ValueError, "from 1 to 64 on one machine"),
+        (report_env, -2, {}, ValueError, "from 1 to 64"),
+        (report_env, 10**100, {}, ValueError, "from 1 to 64"),
+        (report_env, 65, {}, ValueError, "from 1 to 64"),
         (report_env, 1.5, {}, TypeError, "whole number"),
         (report_env, True, {}, TypeError, "whole number"),
         (report_env, "2", {}, TypeError, r"an int such as 2\), not '2'"),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.i18n import _
-from course_utils.processes.supervision import KILL, check_timeout, child_env, signal_group
+from course_utils.processes.supervision import KILL, check_flag, check_timeout, child_env, signal_group
 from course_utils.processes.watchdog import mark, release_group, watch_group
 
 __all__ = [
@@ -169,6 +169,7 @@ def run_python(
                 _("args must be strings, paths or whole numbers for sys.argv, not {arg!r}").format(arg=arg)
             )
     timeout = check_timeout(timeout)
+    check_flag(check, "check")
     command = [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)]
     # Plain tracebacks (Python 3.13 colours them); the watchdog's mark last, so env cannot drop it.
     child_environment = {"PYTHON_COLORS": "0"} | child_env(env) | mark()

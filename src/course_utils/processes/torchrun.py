@@ -68,6 +68,7 @@ from course_utils.processes.supervision import (
     LaunchError,
     alive,
     check_env,
+    check_flag,
     check_port,
     check_timeout,
     child_env,
@@ -389,6 +390,7 @@ def run_nodes(
         )
     _check_arguments(script, script_args, nproc_per_node, nnodes, 0, extra_args, module)
     check_timeout(timeout)
+    check_flag(check, "check")
     check_env(env)
     if not Path(script).is_file():
         raise FileNotFoundError(
