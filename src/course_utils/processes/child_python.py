@@ -153,7 +153,10 @@ def run_python(
     `check`, a failing child raises ChildPythonError carrying its stderr.
 
     The child leads a process group of its own; one that runs longer than `timeout` seconds is
-    killed with everything it started (the whole group), and ChildPythonError is raised.
+    killed with everything it started (the whole group), and ChildPythonError is raised. A
+    process that `code` starts in a session of its own (`start_new_session=True`, a daemon) is
+    outside that group: it runs on after `run_python` returns, until this process ends, when the
+    watchdog stops it (it carries the course's mark); `code` that starts one should stop it.
     """
     if not isinstance(code, str) or not code.strip():
         raise ValueError(_("run_python needs the Python code to run, as a non-empty string"))
