@@ -17,7 +17,8 @@ an instruction. Every process the course starts carries a mark in its environmen
 inherited by every new interpreter below it. When the pipe reaches its end (the caller ended,
 however it ended), the watchdog kills the groups still listed, then every process of this user
 whose environment carries the caller's mark (and the group it leads), again until it has found
-none for a second (a child caught between fork and exec carries the mark only after its exec),
+none for a second if anything was still listed, a tenth of a second if not (a child caught
+between fork and exec carries the mark only after its exec),
 removes the folders still listed (whatever went wrong before), and exits. It never signals
 group 0 or 1, its caller's group or its own. A caller that ends normally has nothing listed
 and no marked process left.
@@ -100,9 +101,12 @@ try:
         return found
 
     # A process that was forked but had not yet exec'd a new interpreter when a sweep read /proc
-    # carries the mark only once it has: sweep until none was found for a second (5 s at the most).
+    # carries the mark only once it has: sweep until none was found for a second (5 s at the most)
+    # when the caller ended in the middle of a launch (something still listed); a caller that
+    # ended normally has nothing listed, and a tenth of a second does.
+    patience = 1.0 if groups or folders else 0.1
     quiet_since, deadline = time.monotonic(), time.monotonic() + 5
-    while time.monotonic() < deadline and time.monotonic() - quiet_since < 1:
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < patience:
         if sweep():
             quiet_since = time.monotonic()
         time.sleep(0.05)
