@@ -11,7 +11,9 @@ Every command runs its work in a child process and behaves like that program run
 Ctrl-C goes to the child alone (JupyterLab's "Shut down this Jupyter server?" question
 included), a SIGINT or SIGTERM sent to this script alone is passed on to the child (an IDE's
 stop button), and the exit status is the child's (128 + N when signal N ended it, as a shell
-shows it). What this script shares with the scripts it starts is in `scripts/course_shell.py`.
+shows it). `test` runs several children (ruff, then pytest): a Ctrl-C at any moment stops it
+with 130 and one line saying what it stopped, even if the child it reached still succeeded.
+What this script shares with the scripts it starts is in `scripts/course_shell.py`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tomllib
@@ -36,6 +37,7 @@ import course_shell  # noqa: E402
 from course_shell import (  # noqa: E402
     CHINESE,
     env_python,
+    exit_status,
     install,
     lint_and_test,
     requirement_name,
@@ -353,7 +355,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except KeyboardInterrupt:  # Ctrl-C while no child runs (creating .venv, say): stop quietly
-        sys.exit(128 + signal.SIGINT)
+    sys.exit(exit_status(main, sys.argv[1:]))  # Ctrl-C: 130 and one line saying what it stopped

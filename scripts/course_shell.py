@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -106,7 +107,17 @@ def pytest_command(python: Path | str, args: list[str]) -> list[str | Path]:
     return [python, "-m", "pytest", *parallel, *args]
 
 
-def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, str] | None = None) -> int:
+class Interrupted(KeyboardInterrupt):
+    """A SIGINT (Ctrl-C) reached a command `run` ran with `stop_on_interrupt`: stop, run nothing after it."""
+
+
+def run(
+    cmd: list[str | Path],
+    output: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    stop_on_interrupt: bool = False,
+) -> int:
     """Run a command from the course root as if it ran alone; return its exit status as a shell shows it.
 
     Ctrl-C from the terminal reaches the child directly (same process group) and is not passed
@@ -114,11 +125,15 @@ def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, s
     stop button, a supervisor: `kill -INT PID`) is passed on, where the platform says who sent
     it (Linux); SIGTERM is always passed on. When `output` is a list, the child's stdout and
     stderr are echoed as they come and also collected there, line by line. `env`, when given,
-    is the child's whole environment.
+    is the child's whole environment. With `stop_on_interrupt`, a SIGINT that reached this
+    process at any moment of the run (the child may have finished, even successfully, as it
+    arrived) raises `Interrupted` once the child has ended, instead of returning its status;
+    one that arrives before the child starts means it never starts.
     """
     print("+", " ".join(str(c) for c in cmd), flush=True)
     child: subprocess.Popen[str] | None = None
     early: list[int] = []  # a SIGTERM that arrived before the child existed
+    interrupts: list[int] = []  # the SIGINTs that reached this process during the run
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
         if child is None:
@@ -129,9 +144,13 @@ def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, s
     # A Python-level handler (unlike SIG_IGN) is reset to the default in the child at exec.
     # A SIGINT this process was started ignoring (a background job) stays ignored, for both.
     ignoring_sigint = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN if ignoring_sigint else lambda s, f: None)
+    previous_int = signal.signal(
+        signal.SIGINT, signal.SIG_IGN if ignoring_sigint else lambda s, f: interrupts.append(s)
+    )
     previous_term = signal.signal(signal.SIGTERM, pass_on)
     try:
+        if stop_on_interrupt and interrupts:
+            raise Interrupted(_interrupted(cmd, started=False))
         capture = subprocess.PIPE if output is not None else None
         with subprocess.Popen(
             [str(c) for c in cmd],
@@ -143,7 +162,7 @@ def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, s
         ) as child:
             for signum in early:
                 child.send_signal(signum)
-            with _passing_on_sigint(child, enabled=not ignoring_sigint):
+            with _passing_on_sigint(child, interrupts, enabled=not ignoring_sigint):
                 if child.stdout is not None and output is not None:
                     for line in child.stdout:
                         print(line, end="", flush=True)
@@ -153,7 +172,29 @@ def run(cmd: list[str | Path], output: list[str] | None = None, env: dict[str, s
     finally:
         signal.signal(signal.SIGINT, previous_int)
         signal.signal(signal.SIGTERM, previous_term)
+    if stop_on_interrupt and interrupts:
+        raise Interrupted(_interrupted(cmd, started=True))
     return 128 - status if status < 0 else status
+
+
+def _interrupted(cmd: list[str | Path], *, started: bool) -> str:
+    """The one line that says what a Ctrl-C stopped: `cmd` by its program (and sub-command: `ruff
+    check`, `pytest`), while it ran or before it started."""
+    words = [str(c) for c in cmd]
+    words = words[2:] if words[1:2] == ["-m"] else [Path(words[0]).name, *words[1:]]
+    shown = " ".join(words[:2]) if len(words) > 1 and not words[1].startswith("-") else words[0]
+    return f"Interrupted {'while' if started else 'before'} `{shown}` ran: stopped."
+
+
+def exit_status(main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """`main(argv)`'s exit status; after a Ctrl-C, 130 with one line on stderr and no traceback."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt as err:
+        print(
+            str(err) if isinstance(err, Interrupted) else "Interrupted: stopped.", file=sys.stderr, flush=True
+        )
+        return 128 + signal.SIGINT
 
 
 class _passing_on_sigint:
@@ -164,8 +205,9 @@ class _passing_on_sigint:
     Ctrl-C, which goes to the whole foreground process group.
     """
 
-    def __init__(self, child: subprocess.Popen[str], *, enabled: bool) -> None:
+    def __init__(self, child: subprocess.Popen[str], interrupts: list[int], *, enabled: bool) -> None:
         self.child, self.enabled = child, enabled and CAN_TELL_SENDER
+        self.interrupts = interrupts  # every SIGINT taken here is noted, passed on or not
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._forward, daemon=True)
 
@@ -180,12 +222,14 @@ class _passing_on_sigint:
         self.done.set()
         self.thread.join()
         while signal.sigtimedwait({signal.SIGINT}, 0) is not None:  # one that came at the very end
-            pass
+            self.interrupts.append(signal.SIGINT)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     def _forward(self) -> None:
         while not self.done.is_set():
             info = signal.sigtimedwait({signal.SIGINT}, 0.1)
+            if info is not None:
+                self.interrupts.append(signal.SIGINT)
             if info is not None and info.si_code <= _SENT_BY_A_PROCESS and self.child.poll() is None:
                 self.child.send_signal(signal.SIGINT)
 
@@ -255,8 +299,8 @@ def lint_and_test(
 ) -> int:
     """What `course.py test` runs: ruff (unless not `lint`), then pytest on `args` (`pytest_command`)."""
     for check in (["check"], ["format", "--check"]) if lint else ():
-        status = run([python, "-m", "ruff", *check, "."], env=env)
+        status = run([python, "-m", "ruff", *check, "."], env=env, stop_on_interrupt=True)
         if status != 0:
             print("ruff found problems (above); `ruff check --fix . && ruff format .` fixes most.")
             return status
-    return run(pytest_command(python, args), env=env)
+    return run(pytest_command(python, args), env=env, stop_on_interrupt=True)

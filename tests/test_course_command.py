@@ -406,3 +406,100 @@ def test_every_script_has_help_and_none_imports_course_py(script):
     )
     assert result.returncode == 0 and result.stdout.startswith("usage: "), result.stdout + result.stderr
     assert "import course\n" not in path.read_text() and "from course import" not in path.read_text()
+
+
+# --- Ctrl-C during `course.py test` stops it, whatever moment it lands --------------------------
+# A stand-in "python" that runs as ruff or pytest: it says which it is, then waits for its exit
+# status on stdin. On Ctrl-C it dies (as ruff does), or says so and carries on, to finish with
+# status 0 (a run that ended just as the key was pressed).
+STAND_IN = """#!{python} -S
+import os, signal, sys
+if os.environ["ON_CTRL_C"] == "dies":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+else:
+    signal.signal(signal.SIGINT, lambda s, f: print("child got Ctrl-C", flush=True))
+print("child", sys.argv[2], sys.argv[3], flush=True)
+sys.exit(int(sys.stdin.readline()))
+"""
+# course.py's entry (`exit_status`) on `lint_and_test` with the stand-in; before each child starts
+# it says "between" and waits for one byte, a moment at which Ctrl-C can land outside any child.
+TEST_DRIVER = """
+import fcntl, os, signal, sys, termios
+fcntl.ioctl({tty}, termios.TIOCSCTTY, 0)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sys.path.insert(0, {scripts!r})
+import course_shell
+real_run = course_shell.run
+def run(*args, **kwargs):
+    print("between", flush=True)
+    os.read(0, 1)
+    return real_run(*args, **kwargs)
+course_shell.run = run
+sys.exit(course_shell.exit_status(lambda argv: course_shell.lint_and_test({python!r}, ["-n", "2"]), []))
+"""
+# Where Ctrl-C lands: before or while the Nth child (0: ruff check, 1: ruff format, 2: pytest), and
+# what the child then does. Each case ends with 130, one line naming what stopped, and nothing after.
+MOMENTS = [
+    (0, "between", "dies", "Interrupted: stopped."),
+    (0, "in child", "dies", "Interrupted while `ruff check` ran: stopped."),
+    (0, "in child", "finishes", "Interrupted while `ruff check` ran: stopped."),
+    (1, "between", "finishes", "Interrupted: stopped."),
+    (1, "in child", "finishes", "Interrupted while `ruff format` ran: stopped."),
+    (2, "in child", "dies", "Interrupted while `pytest` ran: stopped."),
+    (2, "in child", "finishes", "Interrupted while `pytest` ran: stopped."),
+]
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="a pseudo-terminal types the Ctrl-C")
+@pytest.mark.parametrize(("child", "moment", "on_ctrl_c", "said"), MOMENTS)
+def test_ctrl_c_stops_the_test_command_at_every_moment(terminal, tmp_path, child, moment, on_ctrl_c, said):
+    master, slave = terminal
+    python = tmp_path / "python"
+    python.write_text(STAND_IN.format(python=sys.executable))
+    python.chmod(0o755)
+    driver = TEST_DRIVER.format(tty=slave, scripts=str(course.ROOT / "scripts"), python=str(python))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        pass_fds=(slave,),
+        env=os.environ | {"ON_CTRL_C": on_ctrl_c},
+    )
+    watchdogs[proc.pid] = threading.Timer(WAIT, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdogs[proc.pid].start()
+    started = 0
+    for line in proc.stdout:
+        if line == "between\n":
+            if started == child and moment == "between":
+                break
+            proc.stdin.write("g")  # let the child start
+            proc.stdin.flush()
+            started += 1
+        elif line.startswith("child ") and line != "child got Ctrl-C\n":
+            if started - 1 == child:
+                break
+            proc.stdin.write("0\n")  # this child succeeds
+            proc.stdin.flush()
+    os.write(master, CTRL_C)
+    if moment == "between":  # it ends by itself: input now could let the next child start first
+        proc.wait(WAIT)
+    elif on_ctrl_c == "finishes":
+        # Rarely, on a loaded machine, the child has not reported the first Ctrl-C seconds later:
+        # type it again (course.py must stop all the same), so the test never waits for WAIT.
+        heard = threading.Event()
+
+        def type_again() -> None:
+            while not heard.wait(2):
+                os.write(master, CTRL_C)
+
+        threading.Thread(target=type_again, daemon=True).start()
+        line = proc.stdout.readline()
+        heard.set()
+        assert line == "child got Ctrl-C\n"
+    status, out, err = finish(proc, "0\n")  # a child still waiting finishes with status 0
+    assert (status, err) == (128 + signal.SIGINT, said + "\n"), (out, err)
+    assert "between" not in out and "child" not in out.replace("child got Ctrl-C", "")  # nothing after
+    assert "ruff found problems" not in out

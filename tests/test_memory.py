@@ -99,3 +99,29 @@ def test_a_model_without_trainable_parameters_is_explained_in_chinese_where_the_
         step_memory(
             frozen, torch.optim.SGD([torch.zeros(1, requires_grad=True)]), lambda m: m(torch.ones(1, 4)).sum()
         )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        ({"model": None}, "model must be a torch Module"),
+        ({"optimizer": "adam"}, "optimizer must be a torch Optimizer"),
+        ({"loss_of": None}, "loss_of must be a function of the model"),
+        ({"state_of": []}, "state_of must be None or a function"),
+    ],
+)
+def test_step_memory_names_the_bad_argument(kwargs, names):
+    model = nn.Linear(2, 1)
+    good = {
+        "model": model,
+        "optimizer": torch.optim.SGD(model.parameters(), lr=0.1),
+        "loss_of": lambda m: m(torch.ones(1, 2)).sum(),
+    }
+    with pytest.raises(TypeError, match=names):
+        step_memory(**(good | kwargs))
+
+
+@pytest.mark.parametrize("params", [None, [None], torch.ones(2)])
+def test_saved_activation_bytes_needs_a_list_of_tensors(params):
+    with pytest.raises(TypeError, match="params must be a list of tensors"):
+        saved_activation_bytes(lambda: None, params)

@@ -6,6 +6,7 @@ import ast
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -16,7 +17,7 @@ import pytest
 from processes import left_behind
 
 import course_utils.processes as wing
-from course_utils.processes import launch, run_nodes, run_python, run_torchrun
+from course_utils.processes import launch, run_nodes, run_python, run_torchrun, watchdog
 
 WING = Path(wing.__file__).parent
 
@@ -210,3 +211,97 @@ def test_run_python_does_not_wait_for_what_the_child_left_running():
     result = run_python("import subprocess; subprocess.Popen(['sleep', '1242']); print('done')", timeout=30)
     assert result.ok and result.stdout == "done\n"
     assert left_behind(grace=5) == []
+
+
+# --- The watchdog signals only what it recorded, and sweeps until late starters are gone ---------
+
+
+def test_the_watchdog_reads_groups_as_numbers_and_folders_in_hex_sparing_the_callers_group():
+    """Forged lines, groups 0 and 1 and the caller's give nothing to signal; any path comes back whole."""
+    namespace: dict = {}
+    exec(watchdog._READ_LOG, namespace)
+    folder = "/tmp/x\n+g77\n+d2f\n-g5"
+    hexed = os.fsencode(folder).hex().encode()
+    lines = [b"+g0", b"+g1", b"+g42", b"+g55", b"-g55", b"+g-3", b"+g 9", b"+gx", b"+d" + hexed, b"+dzz"]
+    log = b"\n".join(lines)
+    groups, folders = namespace["read_log"](log + b"\n+g77\n", {0, 1, 42})
+    assert groups == {77}  # 42 is the caller's; 55 was released; the rest is no group number
+    assert folders == {os.fsencode(folder)}
+    with pytest.raises(ValueError, match="above 1"):
+        watchdog.watch_group(1)
+
+
+def _dead(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except OSError:
+        return True
+
+
+def _wait_until(condition, timeout: float = 20.0) -> bool:
+    """Poll `condition` until it holds or `timeout` s passed; whether it holds."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+@pytest.mark.skipif(not LINUX, reason="the watchdog sweeps marked processes through /proc on Linux only")
+def test_a_temp_path_with_a_newline_cannot_make_the_watchdog_signal_anything_else(tmp_path):
+    """A TMPDIR that holds "+g<group>" on a line of its own: the launch's folder inside it is removed
+    when the caller is killed, and the group named in the path lives on."""
+    victim = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    forged = tmp_path / f"t\n+g{victim.pid}\n"
+    forged.mkdir()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            tempfile.tempdir = str(forged)
+            launch(os.kill, 1, args=(os.getpid(), signal.SIGKILL), timeout=60)  # the rank kills the caller
+        finally:
+            os._exit(1)
+    try:
+        os.waitpid(pid, 0)
+        assert _wait_until(lambda: os.listdir(forged) == []), "the launch's folder was not removed"
+        time.sleep(0.2)  # what the watchdog would do, it has done once the folder is gone
+        assert victim.poll() is None, "the watchdog signalled a group that only the path named"
+    finally:
+        victim.kill()
+        victim.wait()
+    assert left_behind(grace=10) == []
+
+
+def _canary_dead_then_pause(canary: int) -> None:
+    """Between fork and exec: kill the caller, wait for the watchdog's first sweep (it kills the
+    canary's group), then pause before exec, so that sweep cannot have seen the mark."""
+    os.kill(os.getppid(), signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while not _dead(canary) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.2)
+
+
+@pytest.mark.skipif(not LINUX, reason="the watchdog sweeps marked processes through /proc on Linux only")
+def test_the_watchdog_sweeps_again_for_a_child_caught_between_fork_and_exec(tmp_path):
+    """A child of a killed caller that execs only after the watchdog's first sweep is killed all the same."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            canary = subprocess.Popen(["sleep", "600"], start_new_session=True)
+            (tmp_path / "canary").write_text(str(canary.pid))
+            watchdog.watch_group(canary.pid)
+            subprocess.Popen(
+                ["sleep", "601"],
+                env=os.environ | watchdog.mark(),
+                preexec_fn=lambda: _canary_dead_then_pause(canary.pid),
+            )
+        finally:
+            os._exit(1)
+    os.waitpid(pid, 0)
+    try:
+        assert left_behind(grace=10) == []
+    finally:
+        with contextlib.suppress(ChildProcessError, ValueError):
+            os.waitpid(int((tmp_path / "canary").read_text()), 0)  # adopted by this process: reap it

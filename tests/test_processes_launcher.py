@@ -39,6 +39,7 @@ from course_utils.processes import (
     loopback_interface,
     torchrun_env,
 )
+from course_utils.processes.supervision import GRACE_SECONDS
 
 TORCHRUN_NAMES = (
     "RANK",
@@ -189,12 +190,28 @@ def test_a_rank_that_raises_is_reported_quickly_and_the_others_stopped():
     assert "rank1_raises_while_rank0_waits" in shown and 'raise ValueError("rank one cannot go on")' in shown
 
 
-def test_a_rank_that_hangs_times_out_and_is_named():
-    start = time.monotonic()
+def rank0_just_inside_rank1_hangs(folder: str, inside: float) -> str:
+    """Rank 0 notes when it started and returns after `inside` s; rank 1 notes it and hangs."""
+    Path(folder, os.environ["RANK"]).write_text(repr(time.monotonic()))  # one clock for every process here
+    time.sleep(inside if os.environ["RANK"] == "0" else 60)
+    return "done"
+
+
+TIMEOUT = 3.0  # the launch's timeout in the test that pins it
+
+
+def test_the_timeout_is_kept_at_both_bounds_and_a_rank_just_inside_it_finishes(tmp_path):
+    """Never before `timeout` (counted once every rank started), never after it plus the grace for
+    stopping; rank 0, done 1.5 s before the deadline, is not among the ranks still running."""
+    called = time.monotonic()
     with pytest.raises(LaunchTimeoutError, match=r"rank\(s\) 1 of 2 were still running") as info:
-        launch(rank1_hangs, 2, timeout=1)
+        launch(rank0_just_inside_rank1_hangs, 2, args=(str(tmp_path), TIMEOUT - 1.5), timeout=TIMEOUT)
+    ended = time.monotonic()
     assert info.value.running == [1]
-    assert time.monotonic() - start < 5
+    assert ended - called >= TIMEOUT  # the deadline starts after the ranks do
+    last_start = max(float(Path(tmp_path, rank).read_text()) for rank in ("0", "1"))
+    # Rank 1 dies at the first SIGTERM; 2 s more for a busy machine (a deadline 3 times too late fails).
+    assert ended - last_start <= TIMEOUT + GRACE_SECONDS + 2
 
 
 def test_a_rank_that_exits_without_a_result():
@@ -350,8 +367,10 @@ def test_free_port_needs_an_address(host):
 @pytest.mark.parametrize(
     ("fn", "nprocs", "kwargs", "error", "match"),
     [
-        (report_env, 0, {}, ValueError, "at least 1"),
-        (report_env, -2, {}, ValueError, "at least 1"),
+        (report_env, 0, {}, ValueError, "from 1 to 64 on one machine"),
+        (report_env, -2, {}, ValueError, "from 1 to 64"),
+        (report_env, 10**100, {}, ValueError, "from 1 to 64"),
+        (report_env, 65, {}, ValueError, "from 1 to 64"),
         (report_env, 1.5, {}, TypeError, "whole number"),
         (report_env, True, {}, TypeError, "whole number"),
         (report_env, "2", {}, TypeError, r"an int such as 2\), not '2'"),
@@ -406,6 +425,7 @@ def test_launch_from_a_process_with_threads():
 
 def test_free_port_can_be_bound():
     port = free_port()
+    assert 1024 <= port <= 65535  # a port the OS chose (0 would mean "any" to whoever binds it next)
     with socket.socket() as sock:
         sock.bind((LOOPBACK, port))
 
@@ -803,5 +823,6 @@ def test_the_launchers_reports_come_in_chinese_where_the_notebook_asks(monkeypat
         "错误没有被捕获时，它显示在这个错误的上方。"
     )
     assert str(LaunchTimeoutError([0, 1], 2, 1.0)).startswith("1 秒后超时：2 个 rank 中的 rank 0, 1 仍在运行")
-    with pytest.raises(ValueError, match=r"^nprocs 必须是进程数，一个至少为 1 的整数，而不是 0$"):
+    nprocs_zero = r"^nprocs 必须是进程数，在一台机器上是 1 到 64 之间的整数，而不是 0$"
+    with pytest.raises(ValueError, match=nprocs_zero):
         launch(print, 0)

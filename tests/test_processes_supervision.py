@@ -14,7 +14,7 @@ import time
 import pytest
 from processes import is_gone, wait_until_gone
 
-from course_utils.processes import supervision
+from course_utils.processes import run_python, run_torchrun, supervision
 from course_utils.processes.supervision import (
     LOOPBACK,
     MAX_TIMEOUT,
@@ -223,3 +223,15 @@ def test_a_bad_timeout_is_explained_in_chinese_where_the_notebook_asks(monkeypat
         ValueError, match=r"^timeout 必须是正的秒数，最多 604800（一周），而不是 -1；例如传 timeout=60$"
     ):
         check_timeout(-1)
+
+
+@pytest.mark.parametrize("value", ["yes", "no", 1, None])
+@pytest.mark.parametrize("call", ["run_python", "run_torchrun"])
+def test_check_is_true_or_false_not_a_string_that_would_count_as_true(call, value, tmp_path):
+    script = tmp_path / "w.py"
+    script.write_text("")
+    with pytest.raises(TypeError, match=f"check is True or False, not {value!r}"):
+        if call == "run_python":
+            run_python("pass", check=value)
+        else:
+            run_torchrun(script, check=value)

@@ -35,10 +35,13 @@ from course_utils.processes import (
 
 WORKERS = Path(__file__).resolve().parents[1] / "notebooks" / "workers"
 REPORT = """
-import json, os, sys
+import json, os, sys, psutil
 names = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_ADDR", "GLOO_SOCKET_IFNAME", "EXTRA",
          "OMP_NUM_THREADS", "REMOVED"]
-print(json.dumps({n: os.environ.get(n) for n in names} | {"argv": sys.argv[1:]}), flush=True)
+agent = psutil.Process(os.getppid())  # torchrun's agent, which hosts the rendezvous store
+listens = [c.laddr for c in agent.net_connections("inet") if c.status == psutil.CONN_LISTEN]
+row = {n: os.environ.get(n) for n in names} | {"argv": sys.argv[1:], "listens": listens}
+print(json.dumps(row), flush=True)
 """
 FAILS_ON_RANK_1 = """
 import os
@@ -81,6 +84,8 @@ def test_a_job_runs_on_loopback_with_this_python(script, monkeypatch):
     rows = sorted(result.json_lines(), key=lambda r: r["RANK"])
     assert [(r["RANK"], r["LOCAL_RANK"], r["WORLD_SIZE"]) for r in rows] == [("0", "0", "2"), ("1", "1", "2")]
     assert {r["MASTER_ADDR"] for r in rows} == {"127.0.0.1"}
+    if torchrun._FORK_AGENT:  # the store is the helper's, on loopback; elsewhere torchrun's, everywhere
+        assert rows[0]["listens"] == [["127.0.0.1", result.master_port]]
     if loopback_interface():
         assert {r["GLOO_SOCKET_IFNAME"] for r in rows} == {loopback_interface()}
     assert rows[0]["argv"] == ["--flag", "x y"] and rows[0]["EXTRA"] == "passed"
@@ -206,6 +211,46 @@ def test_bad_arguments_say_what_to_pass(script, kwargs, error, says):
     kwargs = {"script": script("report.py", REPORT)} | kwargs
     with pytest.raises(error, match=says):
         run_torchrun(**kwargs)
+
+
+# Spellings torchrun's parser reads as an option the helpers set: prefixes, "_" for "-", "=" or not.
+SMUGGLED = [
+    ["--master-ad=0.0.0.0"],
+    ["--master_a", "0.0.0.0"],
+    ["--master-port=1"],
+    ["--rdzv_b=c10d"],
+    ["--rdzv-endp=0.0.0.0:0"],
+    ["--rdzv_endpoint", "0.0.0.0:0"],
+    ["--standalone"],
+    ["--stand"],
+    ["--nnodes", "2"],
+    ["--nn=2"],
+    ["--node_r=1"],
+    ["--nproc_per", "2"],
+    ["--max-restarts=0", "--nproc-per=4"],
+]
+
+
+@pytest.mark.parametrize("extra_args", SMUGGLED, ids=lambda a: " ".join(a))
+def test_every_spelling_of_an_option_the_helpers_set_is_refused(extra_args):
+    """Each spelling is refused by name, and torchrun's own parser does read it as that option."""
+    from torch.distributed.run import get_args_parser
+
+    named = [a.split("=")[0] for a in extra_args if a.startswith("--")][-1]
+    with pytest.raises(ValueError, match=f"may not set {named}"):
+        torchrun_command("x.py", master_port=1, extra_args=extra_args)
+    parser = get_args_parser()
+    parsed = vars(parser.parse_args([*extra_args, "x.py"]))
+    defaults = vars(parser.parse_args(["x.py"]))
+    assert {k for k in parsed if parsed[k] != defaults[k]} & torchrun._SET_HERE
+
+
+@pytest.mark.parametrize("extra_args", [["--max-restarts=0"], ["--rdzv-conf", "timeout=5"]])
+def test_options_the_helpers_leave_to_the_reader_pass(extra_args):
+    assert (
+        torchrun_command("x.py", master_port=1, extra_args=extra_args)[-len(extra_args) - 1 : -1]
+        == extra_args
+    )
 
 
 def _train_ddp():

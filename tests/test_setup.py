@@ -346,3 +346,27 @@ def test_before_polib_is_installed_the_set_up_lines_are_english(monkeypatch):
     monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
     monkeypatch.setitem(sys.modules, "course_utils.i18n", None)  # importing it raises ImportError
     assert setup._("no torch found") == "no torch found"
+
+
+def _never_installs(*requirements: str) -> None:
+    raise AssertionError(f"pip install {requirements} ran on bad input")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "names"),
+    [
+        (lambda: setup.torch_in_range(2.13), TypeError, "version must be a str"),
+        (lambda: setup.torch_in_range("2.13", None), TypeError, "spec must be a str"),
+        (lambda: setup.course_requirements("torch>=2.9"), TypeError, "requires must be a list"),
+        (lambda: setup.course_requirements([None]), TypeError, "requires must be a list"),
+        (lambda: setup.fetch_workers(42, "."), TypeError, "source must be a str"),
+        (lambda: setup.fetch_workers("x", None), TypeError, "folder must be a folder's path"),
+        (lambda: setup.install_requirements("pip"), TypeError, "install must be a function"),
+        (lambda: setup.prepare_runtime(42, install=_never_installs), TypeError, "source must be a str"),
+        (lambda: setup.prepare_runtime(None, install=_never_installs), TypeError, "source must be a str"),
+        (lambda: setup.main("git+https://github.com/o/n"), TypeError, "argv must be a list"),
+    ],
+)
+def test_bad_input_names_the_argument_and_installs_nothing(call, error, names):
+    with pytest.raises(error, match=names):
+        call()

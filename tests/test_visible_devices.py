@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import sys
 
 import numpy as np
@@ -386,6 +387,26 @@ def test_script_header_assigns_before_importing_torch():
     env: dict[str, str] = {"CUDA_VISIBLE_DEVICES": "old"}
     exec(header.replace("import torch", "").replace("os.environ", "env"), {"os": os, "env": env})
     assert env == {"CUDA_VISIBLE_DEVICES": "3,6", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+@pytest.mark.parametrize("value", ["0\n1", '0"; echo x', "0'", "0\\1", "0\x00", "\t0"])
+def test_text_no_gpu_id_holds_is_refused_by_every_writer_and_the_setter(value):
+    for write in (
+        shell_command,
+        script_header,
+        lambda v: set_visible_devices(v, environ={}, cuda_initialized=False),
+    ):
+        with pytest.raises(ValueError, match="no GPU id has"):
+            write(value)
+
+
+def test_shell_command_quotes_every_part():
+    """Read back by the shell's rules, the line is the variables, `python` and the script: one argument."""
+    for script in ["x.py; rm -rf ~", "my script.py", "$(id).py", "a'b.py"]:
+        words = shlex.split(shell_command("0, 1", script))
+        assert words == ["CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=0, 1", "python", script]
+    with pytest.raises(TypeError, match="script must be"):
+        shell_command("0", "x.py\nrm -rf ~")
 
 
 def test_shell_command_sets_the_order_too():

@@ -39,6 +39,12 @@ def saved_activation_bytes(forward: Callable[[], Any], params: list[torch.Tensor
     """
     if not callable(forward):
         raise TypeError(_("pass the forward pass as a function without arguments, e.g. lambda: model(x)"))
+    if not isinstance(params, list | tuple) or not all(isinstance(p, torch.Tensor) for p in params):
+        raise TypeError(
+            _("params must be a list of tensors, e.g. list(model.parameters()), not {params!r}").format(
+                params=params
+            )
+        )
     skip = {p.untyped_storage().data_ptr() for p in params}
     saved: dict[tuple[int, int, torch.Size, torch.dtype], int] = {}
 
@@ -64,6 +70,28 @@ def step_memory(
     `optimizer.state` with at least one dimension, so Adam's step counters are left out). The
     gradients are those set after backward; their memory is freed by `zero_grad()` afterwards.
     """
+    for name, value, kind, example in (
+        ("model", model, nn.Module, "nn.Linear(4, 2)"),
+        ("optimizer", optimizer, torch.optim.Optimizer, "torch.optim.SGD(model.parameters(), lr=0.1)"),
+    ):
+        if not isinstance(value, kind):
+            raise TypeError(
+                _("{name} must be a torch {kind} such as {example}, not {value!r}").format(
+                    name=name, kind=kind.__name__, example=example, value=value
+                )
+            )
+    if not callable(loss_of):
+        raise TypeError(
+            _("loss_of must be a function of the model, such as lambda m: m(x).sum(), not {value!r}").format(
+                value=loss_of
+            )
+        )
+    if state_of is not None and not callable(state_of):
+        raise TypeError(
+            _(
+                "state_of must be None or a function that lists the optimizer's state tensors, not {value!r}"
+            ).format(value=state_of)
+        )
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError(_("the model has no trainable parameters: nothing to count"))

@@ -16,6 +16,7 @@ import argparse
 import importlib
 import importlib.metadata
 import operator
+import os
 import re
 import shutil
 import subprocess
@@ -48,6 +49,16 @@ def _(message: str) -> str:
 _COMPARE = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 
 
+def _text(value: object, name: str, example: str) -> None:
+    """TypeError naming `name` unless `value` is a str (`example` shows one)."""
+    if not isinstance(value, str):
+        raise TypeError(
+            _("{name} must be a str such as {example}, not {value!r}").format(
+                name=name, example=example, value=value
+            )
+        )
+
+
 def _release(version: str) -> tuple[int, ...]:
     """The release numbers of a version: "2.14.1+cu130" -> (2, 14, 1); "2.16.0.dev20260101" -> (2, 16, 0)."""
     found = re.match(r"\d+(?:\.\d+)*", version.strip())
@@ -58,6 +69,8 @@ def _release(version: str) -> tuple[int, ...]:
 
 def torch_in_range(version: str, spec: str = SUPPORTED_TORCH) -> bool:
     """Whether a PyTorch version lies in a range such as ">=2.9,<2.16" (local labels like +cpu ignored)."""
+    _text(version, "version", "torch.__version__ ('2.13.0+cpu')")
+    _text(spec, "spec", "'>=2.9,<2.16'")
     have = _release(version)
     for clause in spec.split(","):
         found = re.fullmatch(r"\s*(>=|<=|==|>|<)\s*(\d+(?:\.\d+)*)\s*", clause)
@@ -73,6 +86,12 @@ def torch_in_range(version: str, spec: str = SUPPORTED_TORCH) -> bool:
 
 def course_requirements(requires: Sequence[str]) -> tuple[str | None, list[str]]:
     """(the torch requirement, the others) among an installed course's requirements, extras left out."""
+    if isinstance(requires, str) or not all(isinstance(r, str) for r in requires):
+        raise TypeError(
+            _(
+                "requires must be a list of requirement strings such as ['torch>=2.9'], not {requires!r}"
+            ).format(requires=requires)
+        )
     torch, others = None, []
     for requirement in requires:
         if "extra ==" in requirement:
@@ -105,6 +124,12 @@ def _installed(distribution: str) -> str | None:
 
 def install_requirements(install: Callable[..., None] = pip_install) -> str:
     """Install what the course needs beside itself; keep a torch in the supported range. Say what was done."""
+    if not callable(install):
+        raise TypeError(
+            _("install must be a function that installs requirements (pip_install), not {install!r}").format(
+                install=install
+            )
+        )
     torch_requirement, others = course_requirements(importlib.metadata.requires(DISTRIBUTION) or [])
     have = _installed("torch")
     keep = have is not None and torch_in_range(have)
@@ -136,6 +161,12 @@ def fetch_workers(source: str, folder: Path, packaged: Path | None = None) -> st
     They come from the installed package, so nothing is downloaded; an editable install from a
     clone has none there, and `source` (the clone's folder) holds them in notebooks/workers.
     """
+    if not isinstance(source, str | os.PathLike):
+        _text(source, "source", "'git+https://github.com/OWNER/NAME' or a folder")
+    if not isinstance(folder, str | os.PathLike):
+        raise TypeError(
+            _("folder must be a folder's path, such as Path.cwd(), not {folder!r}").format(folder=folder)
+        )
     destination = Path(folder) / WORKERS
     if destination.is_dir() and any(destination.glob("*.py")):
         return _("worker scripts already in {folder}").format(folder=destination)
@@ -154,13 +185,23 @@ def fetch_workers(source: str, folder: Path, packaged: Path | None = None) -> st
 def prepare_runtime(
     source: str, folder: Path | None = None, install: Callable[..., None] = pip_install
 ) -> None:
-    """The set-up cell's second step, after `pip install --no-deps SOURCE`: requirements, then workers."""
+    """The set-up cell's second step, after `pip install --no-deps SOURCE`: requirements, then workers.
+
+    A source that is not a text (a folder, a wheel file, a pip requirement) is refused before anything
+    is installed.
+    """
+    if not isinstance(source, str | os.PathLike):
+        _text(source, "source", "'git+https://github.com/OWNER/NAME', a wheel file or a folder")
     done = [install_requirements(install), fetch_workers(source, Path.cwd() if folder is None else folder)]
     print(_("Installed the course from {source}: {done}.").format(source=source, done=_("; ").join(done)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: `python -m course_utils.setup SOURCE`, as the notebooks' set-up cell runs it."""
+    if isinstance(argv, str):  # its characters would be read as arguments
+        raise TypeError(
+            _("argv must be a list of arguments such as [SOURCE], not the str {argv!r}").format(argv=argv)
+        )
     parser = argparse.ArgumentParser(
         prog="python -m course_utils.setup", description=__doc__.splitlines()[0] if __doc__ else None
     )

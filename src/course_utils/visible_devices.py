@@ -81,6 +81,19 @@ def _check(value: object, inventory: object = Inventory, *, unset: bool = True) 
         )
 
 
+def _check_written(value: object) -> None:
+    """`_check`, and ValueError for text no GPU id holds (quotes, backslashes, control characters),
+    which a value written into a script or a shell line, or set for CUDA, must not hold."""
+    _check(value, unset=False)
+    if any(c in value for c in "\"'\\") or not value.isprintable():  # type: ignore[union-attr]
+        raise ValueError(
+            _(
+                "CUDA_VISIBLE_DEVICES holds GPU indices or UUIDs separated by commas, such as '0,4'; "
+                "{value!r} holds a quote, a backslash or a control character, which no GPU id has"
+            ).format(value=value)
+        )
+
+
 def _uuid_matches(prefix: str, inventory: Inventory) -> list[int]:
     """Physical indices of the GPUs whose UUID starts with `prefix` (case-sensitive, as in PyTorch)."""
     return [gpu.index for gpu in inventory.gpus if gpu.uuid.startswith(prefix)]
@@ -477,14 +490,7 @@ def device_order(environ: Mapping[str, str] | None = None) -> DeviceOrder:
 
 def script_header(value: str) -> str:
     """The lines to put at the very top of a script, before `import torch`, to select GPUs `value`."""
-    _check(value, unset=False)
-    if any(c in value for c in "\"'\\") or not value.isprintable():
-        raise ValueError(
-            _(
-                "CUDA_VISIBLE_DEVICES holds GPU indices or UUIDs separated by commas, such as '0,4'; "
-                "{value!r} holds a quote, a backslash or a control character, which no GPU id has"
-            ).format(value=value)
-        )
+    _check_written(value)
     return "\n".join(
         [
             "import os",
@@ -506,15 +512,19 @@ def _cuda_initialized() -> bool:
 
 
 def shell_command(value: str, script: str = "train.py") -> str:
-    """The shell line that runs `script` with GPUs `value`, numbered as nvidia-smi numbers them."""
-    _check(value, unset=False)
-    if not isinstance(script, str) or not script:
+    """The shell line that runs `script` with GPUs `value`, numbered as nvidia-smi numbers them.
+
+    Every part is quoted by the shell's rules, so a file name such as `x.py; rm -rf ~` stays one argument.
+    """
+    _check_written(value)
+    if not isinstance(script, str) or not script or not script.isprintable():
         raise TypeError(
             _("script must be the script's file name, such as 'train.py', not {script!r}").format(
                 script=script
             )
         )
-    return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={shlex.quote(value)} python {script}"
+    variable = f"CUDA_VISIBLE_DEVICES={shlex.quote(value)}"  # '' written out: the empty value hides every GPU
+    return f"CUDA_DEVICE_ORDER=PCI_BUS_ID {variable} python {shlex.quote(script)}"
 
 
 TOO_LATE = N_(
@@ -552,8 +562,9 @@ def set_visible_devices(
     than `os.environ.setdefault`, which does nothing when the variable is already set (seed
     002's bug). With an inventory the value is checked strictly first (ValueError). Returns
     the previous value (None when it was unset) so that the caller can see what it replaced.
+    Text that no GPU id holds (a quote, a backslash, a control character) is a ValueError.
     """
-    _check(value, unset=False)
+    _check_written(value)
     if environ is not None and not isinstance(environ, MutableMapping):
         raise TypeError(
             _(

@@ -149,8 +149,13 @@ def call_reader(fn: Callable[..., Any], *args: Any) -> Outcome:
     """Call the reader's `fn(*args)`; an exception or `sys.exit` becomes a `problem` in words.
 
     `problem` follows "your function": "raised KeyError: 'grad'", "called sys.exit(3), ...".
-    Ctrl-C still stops the check.
+    A function that would end or hang the kernel is stopped in a trial run first
+    (`sandbox.trial`). Ctrl-C still stops the check.
     """
+    from course_utils.exercises.sandbox import trial  # it builds on this module
+
+    if (problem := trial(fn, *args)) is not None:
+        return Outcome(problem=problem)
     try:
         return Outcome(fn(*args))
     except (Exception, SystemExit) as err:

@@ -291,6 +291,7 @@ def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
     tensor equal on every rank to the unsharded model's, one all-reduce in the forward pass.
     """
     from course_utils.exercises import not_a_function
+    from course_utils.exercises.ranks import exited_without_result
     from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
     if (verdict := not_a_function(shard_mlp, "shard_mlp(model, mesh)")) is not None:
@@ -309,6 +310,8 @@ def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
         )
     except LaunchError as err:
         return failed(_("the ranks could not be started: {error}").format(error=err))
+    if (verdict := exited_without_result(ranks)) is not None:
+        return verdict
     reference = exercise_tp_model()
     torch.manual_seed(1)  # the worker's input, after the model's seed
     with torch.no_grad():

@@ -34,7 +34,7 @@ from course_utils.exercises import (
     real_value,
     whole_number_hint,
 )
-from course_utils.exercises.ranks import call_in_rank, run_ranks
+from course_utils.exercises.ranks import call_in_rank, exited_without_result, run_ranks
 from course_utils.i18n import _
 from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
@@ -410,6 +410,8 @@ def check_resume(resume: Callable[..., Any] | None) -> CheckResult:
             )
         except LaunchError as err:
             return failed(_("the ranks could not be started: {error}").format(error=err))
+    if (verdict := exited_without_result(ranks)) is not None:
+        return verdict
     for row in ranks[0]:
         if (verdict := _resume_verdict(row, seed)) is not None:
             return verdict

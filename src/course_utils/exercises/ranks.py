@@ -37,6 +37,20 @@ def call_in_rank(fn: Callable[..., Any], *args: Any) -> Any:
         raise ReaderFailed(describe_error(err)) from err
 
 
+def exited_without_result(ranks: Sequence[Any]) -> CheckResult | None:
+    """A "Not yet" verdict when a rank ended without a result, else None: a rank that calls
+    `sys.exit(0)` ends as a success (as under torchrun), so the launch returns None for it."""
+    for rank, result in enumerate(ranks):
+        if result is None:
+            return failed(
+                _(
+                    "rank {rank} ended without a result: your function called sys.exit() (or exit()), "
+                    "which ends the whole rank, as a success; return from the function instead."
+                ).format(rank=rank)
+            )
+    return None
+
+
 def _explain(err: WorkerError, hang_hint: str) -> CheckResult:
     """The hint for a failed launch: what the reader's code did, on which rank."""
     failures = sorted([err, *err.also_failed.values()], key=lambda f: f.rank)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.i18n import _
-from course_utils.processes.supervision import KILL, check_timeout, child_env, signal_group
+from course_utils.processes.supervision import KILL, check_flag, check_timeout, child_env, signal_group
 from course_utils.processes.watchdog import mark, release_group, watch_group
 
 __all__ = [
@@ -153,7 +153,10 @@ def run_python(
     `check`, a failing child raises ChildPythonError carrying its stderr.
 
     The child leads a process group of its own; one that runs longer than `timeout` seconds is
-    killed with everything it started (the whole group), and ChildPythonError is raised.
+    killed with everything it started (the whole group), and ChildPythonError is raised. A
+    process that `code` starts in a session of its own (`start_new_session=True`, a daemon) is
+    outside that group: it runs on after `run_python` returns, until this process ends, when the
+    watchdog stops it (it carries the course's mark); `code` that starts one should stop it.
     """
     if not isinstance(code, str) or not code.strip():
         raise ValueError(_("run_python needs the Python code to run, as a non-empty string"))
@@ -169,6 +172,7 @@ def run_python(
                 _("args must be strings, paths or whole numbers for sys.argv, not {arg!r}").format(arg=arg)
             )
     timeout = check_timeout(timeout)
+    check_flag(check, "check")
     command = [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)]
     # Plain tracebacks (Python 3.13 colours them); the watchdog's mark last, so env cannot drop it.
     child_environment = {"PYTHON_COLORS": "0"} | child_env(env) | mark()

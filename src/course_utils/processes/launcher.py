@@ -86,6 +86,7 @@ _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
 _STORE_TIMEOUT_FLOOR_SECONDS = 30.0
+MAX_NPROCS = 64  # more processes than one machine runs usefully (each has its pipes and its fork)
 _HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
 _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
@@ -637,9 +638,11 @@ def _check_arguments(fn: object, nprocs: object, args: object, timeout: object) 
                 nprocs=nprocs
             )
         )
-    if nprocs < 1:
+    if not 1 <= nprocs <= MAX_NPROCS:
         raise ValueError(
-            _("nprocs must be a whole number of processes, at least 1, not {nprocs!r}").format(nprocs=nprocs)
+            _(
+                "nprocs must be a whole number of processes from 1 to {most} on one machine, not {nprocs!r}"
+            ).format(most=MAX_NPROCS, nprocs=nprocs)
         )
     if isinstance(args, str | bytes) or not isinstance(args, Sequence):
         raise TypeError(

@@ -66,6 +66,14 @@ def check_timeout(timeout: object, name: str = "timeout") -> float:
     return float(timeout)
 
 
+def check_flag(value: object, name: str) -> bool:
+    """Return `value` if it is True or False, or raise a TypeError that names `name` (a string such as
+    "no" would count as true)."""
+    if not isinstance(value, bool):
+        raise TypeError(_("{name} is True or False, not {value!r}").format(name=name, value=value))
+    return value
+
+
 def check_env(env: object) -> dict[str, str | None]:
     """`env` as a dict, checked: it must map variable names to strings (to set) or None (to remove)."""
     if env is None:

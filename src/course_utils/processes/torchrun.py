@@ -15,9 +15,12 @@ safety around the command; the command line itself is torchrun's own and is show
   torchrun starts are new interpreters either way, unless it is told to fork them from its own
   process (`--run-path --start-method=fork`, as notebook 08 does).
 - Loopback only: `--master-addr=127.0.0.1`, and gloo on the loopback interface
-  (GLOO_SOCKET_IFNAME). torchrun cannot restrict where node 0's rendezvous store listens: it
-  accepts connections on its port on every interface, as a multi-node job needs, for as long
-  as the run lasts (seconds here).
+  (GLOO_SOCKET_IFNAME). torchrun's own store (node 0's rendezvous TCPStore) would listen on every
+  interface, as a multi-node job needs; on Linux, where node 0's agent is forked from this
+  process, the helper starts that store itself before torchrun's code runs, on a socket bound
+  to 127.0.0.1 here, and torchrun uses it (a process has one store server per port). Where the
+  agent is a new interpreter (macOS, Windows) torchrun's store listens on every interface, on
+  its port, for as long as the run lasts (seconds here).
 - A free port, or the one you pass if it is free: a port in use is a clear `LaunchError`
   before anything starts.
 - A timeout, after which every process of the run is stopped, as when the cell is interrupted
@@ -32,6 +35,7 @@ safety around the command; the command line itself is torchrun's own and is show
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -40,6 +44,7 @@ import runpy
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +57,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import psutil
+from torch.distributed import TCPStore
 
 from course_utils.i18n import _
 from course_utils.processes.supervision import (
@@ -62,6 +68,7 @@ from course_utils.processes.supervision import (
     LaunchError,
     alive,
     check_env,
+    check_flag,
     check_port,
     check_timeout,
     child_env,
@@ -98,9 +105,10 @@ MODULES = {
     "torch.distributed.launch": "python -m torch.distributed.launch",  # deprecated
 }
 TAIL_LINES = 12
-# Options that the helpers set themselves, so that a run stays on loopback and on its port.
-_SET_HERE = "master-addr master-port rdzv-endpoint rdzv-backend standalone nnodes node-rank nproc-per-node"
-_RESERVED = {f"--{n}" for n in _SET_HERE.split()} | {f"--{n.replace('-', '_')}" for n in _SET_HERE.split()}
+# What the helpers set themselves (as torchrun's parser names it): a run stays on loopback, on its port.
+_SET_HERE = frozenset(
+    "master_addr master_port rdzv_endpoint rdzv_backend standalone nnodes node_rank nproc_per_node".split()
+)
 # A path: from a token's start ("/", "~/", "./", ".venv/", "C:\\") or one running through
 # site-packages, up to the next space, quote or bracket.
 _PATH_TOKEN = re.compile(
@@ -382,6 +390,7 @@ def run_nodes(
         )
     _check_arguments(script, script_args, nproc_per_node, nnodes, 0, extra_args, module)
     check_timeout(timeout)
+    check_flag(check, "check")
     check_env(env)
     if not Path(script).is_file():
         raise FileNotFoundError(
@@ -389,7 +398,11 @@ def run_nodes(
                 script=os.fspath(script)
             )
         )
-    if master_port is None:
+    listener = None
+    if _FORK_AGENT:  # node 0's store will listen on this socket, bound to loopback (`_host_store`)
+        listener = listening_socket(master_port)
+        master_port = listener.getsockname()[1]
+    elif master_port is None:
         master_port = free_port(LOOPBACK)
     else:
         check_port_free(master_port)
@@ -406,15 +419,21 @@ def run_nodes(
         )
         for node in range(nnodes)
     ]
-    start_watchdog()  # before anything it must clean up exists
-    folder = tempfile.mkdtemp(prefix="course-torchrun-")
-    watch_folder(folder)  # removed by the watchdog should this process be killed outright
     try:
-        child_env = _child_env(env, folder)
-        returncodes, outputs, timed_out, first_failed = _run_group(commands, child_env, timeout, folder)
+        start_watchdog()  # before anything it must clean up exists
+        folder = tempfile.mkdtemp(prefix="course-torchrun-")
+        watch_folder(folder)  # removed by the watchdog should this process be killed outright
+        try:
+            child_env = _child_env(env, folder)
+            returncodes, outputs, timed_out, first_failed = _run_group(
+                commands, child_env, timeout, folder, listener
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            release_folder(folder)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        release_folder(folder)
+        if listener is not None:
+            listener.close()
     results = [
         TorchrunResult(
             args=tuple(c[3:]),
@@ -438,6 +457,23 @@ def run_nodes(
 def _whole(value: object, low: int, high: int) -> bool:
     """Whether `value` is an int (not a bool) from `low` to `high`."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+@functools.cache
+def _reserved_spellings() -> tuple[str, ...]:
+    """Every option string of torchrun's own parser for what the helpers set (`--master-addr`,
+    `--master_addr`, ...), read from the parser of the PyTorch installed, not written out here."""
+    from torch.distributed.run import get_args_parser
+
+    parser = get_args_parser()
+    return tuple(s for action in parser._actions if action.dest in _SET_HERE for s in action.option_strings)
+
+
+def _reserved(arg: str) -> bool:
+    """Whether torchrun would read `arg` as an option the helpers set: one of its spellings or, as
+    argparse accepts an unambiguous prefix of a long option, a prefix of one, with or without `=value`."""
+    name = arg.split("=", 1)[0]
+    return name.startswith("--") and len(name) > 2 and any(s.startswith(name) for s in _reserved_spellings())
 
 
 def _check_arguments(
@@ -483,7 +519,7 @@ def _check_arguments(
                 last=nnodes - 1, node_rank=node_rank
             )  # type: ignore[operator]
         )
-    reserved = [a for a in extra_args if a.split("=", 1)[0] in _RESERVED]  # type: ignore[union-attr]
+    reserved = [a for a in extra_args if _reserved(a)]  # type: ignore[union-attr]
     if reserved:
         raise ValueError(
             _(
@@ -506,10 +542,15 @@ def _child_env(extra: Mapping[str, str | None] | None, folder: str) -> dict[str,
 
 
 def _run_group(
-    commands: Sequence[Sequence[str]], env: dict[str, str], timeout: float, folder: str
+    commands: Sequence[Sequence[str]],
+    env: dict[str, str],
+    timeout: float,
+    folder: str,
+    listener: socket.socket | None = None,
 ) -> tuple[list[int], list[tuple[str, str]], int | None, int | None]:
     """Run the commands at once; return their exit codes, (stdout, stderr) pairs, the index of
     the command still running when time ran out, and of the first one that failed (or None).
+    The first command (node 0) hosts the store on `listener`, if given; the others never hold it.
 
     When one command fails, the others are stopped (they would wait for it for minutes).
     Every process is stopped in any case: on success, failure, timeout, error and interrupt.
@@ -524,8 +565,10 @@ def _run_group(
             out = open(os.path.join(folder, f"node{node}.out"), "w+b")
             err = open(os.path.join(folder, f"node{node}.err"), "w+b")
             files.append((out, err))
-            processes.append(_start(command, env, out, err))
+            processes.append(_start(command, env, out, err, listener=listener if node == 0 else None))
             watch_group(processes[-1].pid)
+            if listener is not None:
+                listener.close()  # node 0 holds it now
         deadline = time.monotonic() + timeout
         while True:
             _remember_descendants(processes, known)
@@ -551,12 +594,18 @@ def _run_group(
 
 
 def _start(
-    command: Sequence[str], env: dict[str, str], out: IO[bytes], err: IO[bytes], fork: bool = _FORK_AGENT
+    command: Sequence[str],
+    env: dict[str, str],
+    out: IO[bytes],
+    err: IO[bytes],
+    fork: bool = _FORK_AGENT,
+    listener: socket.socket | None = None,
 ) -> _Agent:
     """Start one torchrun command (`[python, "-m", module, *args]`) in a session of its own, its
-    output into `out` and `err`: forked from this process with `fork`, else as a new interpreter."""
+    output into `out` and `err`: forked from this process with `fork` (hosting the rendezvous
+    store on `listener`, if given), else as a new interpreter."""
     if fork:
-        return _ForkedAgent(command[2], command[3:], env, out, err)
+        return _ForkedAgent(command[2], command[3:], env, out, err, listener)
     return subprocess.Popen(
         list(command),
         stdin=subprocess.DEVNULL,
@@ -574,7 +623,13 @@ class _ForkedAgent:
     """
 
     def __init__(
-        self, module: str, args: Sequence[str], env: dict[str, str], out: IO[bytes], err: IO[bytes]
+        self,
+        module: str,
+        args: Sequence[str],
+        env: dict[str, str],
+        out: IO[bytes],
+        err: IO[bytes],
+        listener: socket.socket | None = None,
     ) -> None:
         parent = os.getpid()
         with warnings.catch_warnings():
@@ -584,8 +639,10 @@ class _ForkedAgent:
             code = 1
             try:
                 isolate(parent)
+                store = _host_store(listener) if listener is not None else None
                 _redirect_stdio(out.fileno(), err.fileno())
                 code = _run_module_as_main(module, list(args), env)
+                del store
             except BaseException:  # the set-up failed: say why on (the new or the inherited) stderr
                 traceback.print_exc()
             finally:
@@ -613,6 +670,23 @@ class _ForkedAgent:
 
 
 _Agent = subprocess.Popen | _ForkedAgent  # one started torchrun
+
+
+def _host_store(listener: socket.socket) -> TCPStore:
+    """In node 0's forked agent: the rendezvous store's server, on `listener` (bound to loopback).
+
+    torchrun's static rendezvous creates its store with `multi_tenant=True`, and a process has
+    one such server per port: it finds this one and uses it, where it would have bound the port
+    on every interface. Keep the returned store for as long as the agent runs.
+    """
+    return TCPStore(
+        LOOPBACK,
+        listener.getsockname()[1],
+        is_master=True,
+        multi_tenant=True,
+        wait_for_workers=False,
+        master_listen_fd=listener.detach(),
+    )
 
 
 def _redirect_stdio(out_fd: int, err_fd: int) -> None:

@@ -11,13 +11,17 @@ exits, so the caller's children are only what it launched), reading a pipe that 
 caller holds open. The caller tells it
 which process groups and temporary folders are in use (and when they are done with) in an
 unlinked file they share, which wakes nothing (a message on the pipe would wake the watchdog
-on every launch, which on a busy machine costs the launch milliseconds); every
-process the course starts carries a mark in its environment (`MARK`), inherited by every
-new interpreter below it. When the pipe reaches its end (the caller ended, however it
-ended), the watchdog kills the groups still listed, then every process of this user whose
-environment carries the caller's mark (and its group), again until two sweeps in a row find
-none (a child caught between fork and exec carries the mark only after its exec), removes the
-folders still listed, and exits. A caller that ends normally has nothing listed and no marked process left.
+on every launch, which on a busy machine costs the launch milliseconds); a group is written
+as digits and a folder in hexadecimal, so no path (a TMPDIR with a newline in it) can pass for
+an instruction. Every process the course starts carries a mark in its environment (`MARK`),
+inherited by every new interpreter below it. When the pipe reaches its end (the caller ended,
+however it ended), the watchdog kills the groups still listed, then every process of this user
+whose environment carries the caller's mark (and the group it leads), again until it has found
+none for a second if anything was still listed, a tenth of a second if not (a child caught
+between fork and exec carries the mark only after its exec),
+removes the folders still listed (whatever went wrong before), and exits. It never signals
+group 0 or 1, its caller's group or its own. A caller that ends normally has nothing listed
+and no marked process left.
 
 Windows has neither process groups nor a parent-death signal: no watchdog runs there.
 macOS has no /proc: there the groups and folders are cleaned up, not marked processes
@@ -37,61 +41,80 @@ import uuid
 MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's processes
 _POSIX = os.name == "posix"  # Windows has no process groups to kill nor fds to pass: no watchdog
 
-_WATCHDOG = r"""
+# What the watchdog reads from the log, defined apart so that a test can run it on forged lines.
+# A line is "+g" or "-g" and a group number in decimal digits, or "+d" or "-d" and a folder's path
+# in hexadecimal: no path, whatever characters it holds, can be read as another line.
+_READ_LOG = r"""
+def read_log(text, spared):
+    groups, folders = set(), set()
+    for line in text.split(b"\n"):
+        sign, kind, item = line[:1], line[1:2], line[2:]
+        if sign not in (b"+", b"-"):
+            continue
+        if kind == b"g" and item.isdigit() and int(item) not in spared:
+            (groups.add if sign == b"+" else groups.discard)(int(item))
+        elif kind == b"d" and item and len(item) % 2 == 0 and not item.strip(b"0123456789abcdef"):
+            (folders.add if sign == b"+" else folders.discard)(bytes.fromhex(item.decode()))
+    return groups, folders
+"""
+
+_MAIN = r"""
 import os, shutil, signal, sys, time
 if os.fork():  # the watchdog is the grandchild: no child of the caller to count or to wait for
     os._exit(0)
-mark, log, groups, folders = sys.argv[1].encode(), int(sys.argv[2]), set(), set()
+mark, log, caller_group = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
+# Never signalled: every process (-1), this group (0), init's (1), the caller's, the watchdog's.
+spared = {-1, 0, 1, caller_group, os.getpgrp()}
 while os.read(0, 65536):  # the caller writes nothing here: the end of the pipe is its end
     pass
-os.lseek(log, 0, os.SEEK_SET)
-text = b""
-while chunk := os.read(log, 1 << 20):
-    text += chunk
-for line in text.split(b"\n"):
-    kind, item = line[:2], line[2:].decode()
-    if kind[:1] == b"+":
-        (groups if kind[1:] == b"g" else folders).add(item)
-    elif kind[:1] == b"-":
-        (groups if kind[1:] == b"g" else folders).discard(item)
-kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+groups, folders = set(), set()
+try:
+    os.lseek(log, 0, os.SEEK_SET)
+    text = b""
+    while chunk := os.read(log, 1 << 20):
+        text += chunk
+    groups, folders = read_log(text, spared)
+    kill = getattr(signal, "SIGKILL", signal.SIGTERM)
 
-
-def sweep():  # kill the listed groups and every process carrying the mark; True if one was marked
-    found = False
-    for group in groups:
-        try:
-            os.killpg(int(group), kill)
-        except OSError:
-            pass
-    if not os.path.isdir("/proc"):
-        return False
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
+    def sweep():  # kill the listed groups and every process carrying the mark; True if one was marked
+        found = False
+        for group in groups:
             try:
-                with open(f"/proc/{entry}/environ", "rb") as env:
-                    marked = b"\0" + mark + b"\0" in b"\0" + env.read()
-                if marked:
-                    found = True
-                    group = os.getpgid(int(entry))
-                    if group not in (1, os.getpgrp()):
-                        os.killpg(group, kill)
-                    os.kill(int(entry), kill)
+                os.killpg(group, kill)
             except OSError:
                 pass
-    return found
+        if not os.path.isdir("/proc"):
+            return False
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                pid = int(entry)
+                try:
+                    with open(f"/proc/{entry}/environ", "rb") as env:
+                        marked = b"\0" + mark + b"\0" in b"\0" + env.read()
+                    if marked:
+                        found = True
+                        if os.getpgid(pid) == pid and pid not in spared:  # a group the mark leads
+                            os.killpg(pid, kill)
+                        os.kill(pid, kill)
+                except OSError:
+                    pass
+        return found
 
-
-# A process that was forked but had not yet exec'd a new interpreter when a sweep read /proc carries
-# the mark only once it has: sweep again until two sweeps in a row find none (3 s at the most).
-quiet, deadline = 0, time.monotonic() + 3
-while quiet < 2 and time.monotonic() < deadline:
-    quiet = 0 if sweep() else quiet + 1
-    if quiet < 2:
+    # A process that was forked but had not yet exec'd a new interpreter when a sweep read /proc
+    # carries the mark only once it has: sweep until none was found for a second (5 s at the most)
+    # when the caller ended in the middle of a launch (something still listed); a caller that
+    # ended normally has nothing listed, and a tenth of a second does.
+    patience = 1.0 if groups or folders else 0.1
+    quiet_since, deadline = time.monotonic(), time.monotonic() + 5
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < patience:
+        if sweep():
+            quiet_since = time.monotonic()
         time.sleep(0.05)
-for folder in folders:
-    shutil.rmtree(folder, ignore_errors=True)
+finally:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 """
+_WATCHDOG = _READ_LOG + _MAIN
 
 
 class _Watchdog:
@@ -103,7 +126,13 @@ class _Watchdog:
         read_end, self._pipe = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WATCHDOG, f"{MARK}={self.mark}", str(self._log.fileno())],
+                [
+                    sys.executable,
+                    *("-I", "-S", "-c", _WATCHDOG),
+                    f"{MARK}={self.mark}",
+                    str(self._log.fileno()),
+                    str(os.getpgrp()),  # the caller's group, which the watchdog never signals
+                ],
                 pass_fds=(self._log.fileno(),),
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
@@ -115,10 +144,10 @@ class _Watchdog:
         self.process.wait()  # the intermediate process, which exits at once
         os.set_inheritable(self._pipe, False)
 
-    def tell(self, line: str) -> None:
+    def tell(self, line: bytes) -> None:
         """Note lines for the watchdog to read when this process ends (appended: one write each)."""
         if line:
-            os.write(self._log.fileno(), line.encode() + b"\n")
+            os.write(self._log.fileno(), line + b"\n")
 
 
 _current: _Watchdog | None = None
@@ -157,25 +186,32 @@ def mark() -> dict[str, str]:
     return {MARK: _watchdog().mark} if _POSIX else {}
 
 
+def _group(pgid: int) -> int:
+    """`pgid` as a process group the watchdog may signal: a whole number above 1."""
+    if isinstance(pgid, bool) or not isinstance(pgid, int) or pgid <= 1:
+        raise ValueError(f"a process group to watch is a number above 1, not {pgid!r}")
+    return pgid
+
+
 def watch_group(*pgids: int) -> None:
     """Have the watchdog kill process groups `pgids` should this process end before `release_group`."""
     if _POSIX:
-        _watchdog().tell("\n".join(f"+g{int(pgid)}" for pgid in pgids))
+        _watchdog().tell(b"\n".join(b"+g%d" % _group(pgid) for pgid in pgids))
 
 
 def release_group(*pgids: int) -> None:
     """Process groups `pgids` were stopped: nothing for the watchdog to do about them."""
     if _POSIX:
-        _watchdog().tell("\n".join(f"-g{int(pgid)}" for pgid in pgids))
+        _watchdog().tell(b"\n".join(b"-g%d" % _group(pgid) for pgid in pgids))
 
 
 def watch_folder(path: str) -> None:
     """Have the watchdog remove the folder `path` should this process end before `release_folder`."""
     if _POSIX:
-        _watchdog().tell(f"+d{os.path.abspath(path)}")
+        _watchdog().tell(b"+d" + os.fsencode(os.path.abspath(path)).hex().encode())
 
 
 def release_folder(path: str) -> None:
     """The folder `path` was removed: nothing for the watchdog to do about it."""
     if _POSIX:
-        _watchdog().tell(f"-d{os.path.abspath(path)}")
+        _watchdog().tell(b"-d" + os.fsencode(os.path.abspath(path)).hex().encode())
