@@ -131,8 +131,9 @@ class Cluster:
 def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """Start a daemon in the foreground (so that this process can stop it), its output to `log`."""
     with log.open("w") as stream:
-        return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=stream, stderr=stream,
-                                start_new_session=True)
+        return subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=stream, stderr=stream, start_new_session=True
+        )
 
 
 def stop(processes: list[subprocess.Popen]) -> None:
@@ -170,8 +171,11 @@ def slurm_cluster(folder: Path) -> Iterator[Cluster]:
 
     Skips the test, saying why, where the daemons are missing or the cluster does not come up.
     """
-    missing = [name for name in (*DAEMONS, "sbatch", "scontrol") if shutil.which(name) is None
-               and not Path("/usr/sbin", name).exists()]
+    missing = [
+        name
+        for name in (*DAEMONS, "sbatch", "scontrol")
+        if shutil.which(name) is None and not Path("/usr/sbin", name).exists()
+    ]
     if missing:
         pytest.skip(f"SLURM is not installed here (no {', '.join(missing)}): {INSTALL}")
     if os.geteuid() != 0:
@@ -194,29 +198,43 @@ def slurm_cluster(folder: Path) -> Iterator[Cluster]:
     try:
         # --force: munged wants every folder above its socket open to all (o+x), and pytest's
         # temporary folders are private (0700); the jobs run as root, so that does not matter here.
-        munge = [sbin("munged"), "--foreground", "--force", f"--socket={folder}/munge.socket",
-                 f"--key-file={key}", f"--log-file={folder}/munged.log", f"--pid-file={folder}/munged.pid",
-                 f"--seed-file={folder}/munged.seed", "--num-threads=2"]
+        munge = [
+            sbin("munged"),
+            "--foreground",
+            "--force",
+            f"--socket={folder}/munge.socket",
+            f"--key-file={key}",
+            f"--log-file={folder}/munged.log",
+            f"--pid-file={folder}/munged.pid",
+            f"--seed-file={folder}/munged.seed",
+            "--num-threads=2",
+        ]
         daemons.append(start(munge, env, folder / "munged-stderr.log"))
         wait_for(lambda: (folder / "munge.socket").exists(), daemons, "munged's socket", folder)
         # slurmctld and the nodes start together: each node registers once the controller answers.
-        starts = [[sbin("slurmctld"), "-D", "-i"]] + [[sbin("slurmd"), "-D", "-N", f"node{k + 1}"]
-                                                      for k in range(NODES)]
+        starts = [[sbin("slurmctld"), "-D", "-i"]] + [
+            [sbin("slurmd"), "-D", "-N", f"node{k + 1}"] for k in range(NODES)
+        ]
         for command in starts:
             daemons.append(start(command, env, folder / f"{Path(command[0]).name}-{command[-1]}-stderr.log"))
         slurm = Cluster(folder, env)
 
         def nodes_idle() -> bool:
-            states = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, capture_output=True,
-                                    text=True, timeout=10).stdout.split()
+            states = subprocess.run(
+                ["sinfo", "-h", "-N", "-o", "%N %t"], env=env, capture_output=True, text=True, timeout=10
+            ).stdout.split()
             return states.count("idle") == NODES
 
         wait_for(nodes_idle, daemons, "two idle nodes", folder)
         yield slurm
     finally:
         if daemons and daemons[0].poll() is None and len(daemons) > 1:
-            subprocess.run(["scancel", "--full", "--quiet", f"--user={os.geteuid()}"], env=env,
-                           capture_output=True, timeout=20)
+            subprocess.run(
+                ["scancel", "--full", "--quiet", f"--user={os.geteuid()}"],
+                env=env,
+                capture_output=True,
+                timeout=20,
+            )
         stop(daemons[1:][::-1])  # the nodes, then the controller
         stop(daemons[:1])  # munged last: the others need it to say goodbye
 
@@ -269,8 +287,10 @@ def single_process_loss(epochs: int, world_size: int) -> float:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    samplers = [DistributedSampler(dataset, num_replicas=world_size, rank=r, shuffle=True, seed=0)
-                for r in range(world_size)]
+    samplers = [
+        DistributedSampler(dataset, num_replicas=world_size, rank=r, shuffle=True, seed=0)
+        for r in range(world_size)
+    ]
     for epoch in range(epochs):
         for sampler in samplers:
             sampler.set_epoch(epoch)
@@ -301,9 +321,17 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         crash = ["--crash-in-epoch", "2"]  # rank 1 raises in epoch 2 in the first run only
         for script, extra in (("slurm_torchrun.sbatch", []), ("slurm_srun.sbatch", crash)):
             checkpoints = out / script.split(".")[0]
-            job_id = cluster.run("sbatch", "--parsable", f"--export=ALL,CHECKPOINT_DIR={checkpoints}",
-                                 f"--output={out}/%x-%j.out", f"--chdir={NOTEBOOKS}",
-                                 str(NOTEBOOKS / "workers" / script), "--epochs", str(EPOCHS), *extra).strip()
+            job_id = cluster.run(
+                "sbatch",
+                "--parsable",
+                f"--export=ALL,CHECKPOINT_DIR={checkpoints}",
+                f"--output={out}/%x-%j.out",
+                f"--chdir={NOTEBOOKS}",
+                str(NOTEBOOKS / "workers" / script),
+                "--epochs",
+                str(EPOCHS),
+                *extra,
+            ).strip()
             submitted[script] = {"id": job_id, "checkpoints": checkpoints}
         finished = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
         crashed = submitted["slurm_srun.sbatch"]["id"]
