@@ -16,8 +16,9 @@ At the start, every rank looks for `--out/snapshot.pt`; if it is there, the rank
 its own device, `map_location`) and goes on from the epoch after the one saved. After every
 epoch rank 0 saves a new snapshot (model, optimizer, next epoch, sampler state) and all ranks
 wait for it at a barrier. `--crash-in-epoch E` makes rank 1 raise in the middle of epoch E, once:
-only in torchrun's first attempt (TORCHELASTIC_RESTART_COUNT=0). With `--max-restarts=1`
-torchrun then stops the other rank, starts both again, and they resume from the last snapshot.
+only in the first attempt (TORCHELASTIC_RESTART_COUNT=0, and SLURM_RESTART_COUNT=0 or unset).
+With `--max-restarts=1` torchrun then stops the other rank, starts both again, and they resume
+from the last snapshot; a SLURM job requeued with `scontrol requeue` resumes the same way.
 Rank 0 saves the final weights to `--out/final.pt`; every rank prints one JSON line.
 """
 
@@ -83,7 +84,9 @@ def train(out: str, epochs: int, crash_in_epoch: int | None = None, cpu: bool = 
     it runs under torchrun, the course launcher, `mp.spawn` or a cluster launcher alike.
     """
     local_rank, rank = int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"])
-    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))  # 0, then 1 after a restart
+    # 0, then 1 after a restart by torchrun or a requeue by SLURM (workers/slurm_*.sbatch)
+    restarts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
+    attempt = sum(int(os.environ.get(name, "0")) for name in restarts)
     # torchrun (and the course launcher) host the rendezvous store and say so; under mp.spawn or a
     # cluster launcher nobody does, and rank 0 hosts it, as init_process_group's env:// would.
     hosted = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
