@@ -164,7 +164,8 @@ def test_course_retarget_runs_the_links_script_without_setting_up_the_course(mon
 def test_each_edition_s_set_up_cell_is_the_same_code_in_its_own_language():
     english = links.setup_cell_source("git+https://github.com/o/n")
     chinese = links.setup_cell_source("git+https://github.com/o/n", "zh-CN")
-    assert translations.code_difference(english, chinese) is None
+    # the same code but for the language it names, which the parity check rightly sees as code
+    assert translations.code_difference(english, chinese.replace('"zh-CN"', '"en"')) is None
     assert 'os.environ["COURSE_LANGUAGE"] = "en"' in english
     assert 'os.environ["COURSE_LANGUAGE"] = "zh-CN"' in chinese
     with pytest.raises(ValueError, match="SETUP_WORDS"):
