@@ -337,15 +337,35 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         crashed = submitted["slurm_srun.sbatch"]["id"]
         first = cluster.wait(crashed, finished)
         assert first["JobState"] == "FAILED", f"the injected crash should fail the first run: {first}"
+        # The nodes may still be ending the failed run's steps; a requeued run keeps the job id, and
+        # a late kill for that id would end the new run before it prints anything. Wait for them.
+        deadline = time.monotonic() + JOB_TIMEOUT
+        while job_steps(crashed) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not job_steps(crashed), f"job {crashed}'s steps did not end: {cluster.logs()}"
         cluster.run("scontrol", "requeue", crashed)  # what a preemption or a failed node does too
         # A requeued job waits two minutes before it may start again; this one need not.
         cluster.run("scontrol", "update", f"JobId={crashed}", "StartTime=now")
         for job in submitted.values():
             job["state"] = cluster.wait(job["id"], finished)
             job["output"] = next(out.glob(f"*-{job['id']}.out")).read_text()
+            if job["state"]["JobState"] != "COMPLETED":
+                job["output"] += f"\n{cluster.logs()}"
         queue = cluster.run("squeue", "-h")
         folder = cluster.folder
     return {"jobs": submitted, "queue": queue, "left": left_after(folder)}
+
+
+def job_steps(job_id: str) -> list[str]:
+    """The slurmstepd processes of a job that still exist ("slurmstepd: [2.batch]", "[2.0]" ...)."""
+    steps, prefix = [], f"slurmstepd: [{job_id}.".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().startswith(prefix):
+                steps.append(entry.name)
+        except OSError:  # gone meanwhile
+            continue
+    return steps
 
 
 def left_after(folder: Path, grace: float = 10.0) -> list[str]:
