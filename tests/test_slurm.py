@@ -346,6 +346,10 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         cluster.run("scontrol", "requeue", crashed)  # what a preemption or a failed node does too
         # A requeued job waits two minutes before it may start again; this one need not.
         cluster.run("scontrol", "update", f"JobId={crashed}", "StartTime=now")
+        # Read its end only once the second run has started (its first line), not a state from before.
+        output, deadline = next(out.glob(f"*-{crashed}.out")), time.monotonic() + START_TIMEOUT
+        while "restart count 1" not in output.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
         for job in submitted.values():
             job["state"] = cluster.wait(job["id"], finished)
             job["output"] = next(out.glob(f"*-{job['id']}.out")).read_text()
