@@ -120,6 +120,16 @@ def _accumulation_round(step: Callable[[DDP, list], Any], micro_batches: int) ->
     ddp.register_comm_hook(state=None, hook=counting)
     batches: list[int] = []  # the samples each forward of the model received
     model.register_forward_pre_hook(lambda module, args: batches.append(len(args[0])))
+    # "F" at each forward, "B" when backward reaches that forward's output: F B F B ... keeps one
+    # micro-batch's activations at a time; F F ... B B holds them all, as one joined batch does.
+    order: list[str] = []
+
+    def mark_forward(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        order.append("F")
+        if output.requires_grad:
+            output.register_hook(lambda grad: order.append("B"))
+
+    model.register_forward_hook(mark_forward)
     initial = [p.detach().clone() for p in params]
     generator = torch.Generator().manual_seed(micro_batches)
     size = world * micro_batches * _MICRO_SIZE
@@ -143,6 +153,7 @@ def _accumulation_round(step: Callable[[DDP, list], Any], micro_batches: int) ->
     return {
         "calls": len(calls),
         "batches": batches,
+        "order": "".join(order),
         "grads": grads,
         "reference": [p.grad.clone() for p in reference.parameters()],
         "replaced": replaced,
@@ -206,6 +217,15 @@ def _round_verdict(ranks: list[dict[str, Any]], micro_batches: int) -> CheckResu
                 micro_batches=micro_batches,
                 largest=max(first["batches"], default=0),
             )
+        )
+    if "FF" in first["order"]:
+        return failed(
+            _(
+                "right gradients, but the forward passes ran in the order {order} (F a forward, B its "
+                "backward): a forward before the previous micro-batch's backward keeps both "
+                "micro-batches' activations in memory, which accumulation is there to avoid. Run "
+                "backward() on each micro-batch's loss before the next forward."
+            ).format(order=" ".join(first["order"]))
         )
     if first["calls"] != 1:
         return failed(
