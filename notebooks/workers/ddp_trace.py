@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -69,14 +70,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8192)
     options = parser.parse_args()
     on_gpu = not options.cpu
-    dist.init_process_group("nccl" if on_gpu else "gloo")
-    rank = dist.get_rank()
+    local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun: this process's GPU on its machine
+    device = torch.device("cuda", local_rank) if on_gpu else torch.device("cpu")
     if on_gpu:
-        torch.cuda.set_device(rank)  # one GPU per rank; torchrun's LOCAL_RANK equals RANK on one node
-    device = torch.device("cuda", rank) if on_gpu else torch.device("cpu")
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if on_gpu else "gloo", device_id=device if on_gpu else None)
+    rank = dist.get_rank()
     torch.manual_seed(0)
     layers = [nn.Linear(options.width, options.width) for _ in range(options.layers)]
-    ddp = DDP(nn.Sequential(*layers).to(device), device_ids=[rank] if on_gpu else None)
+    ddp = DDP(nn.Sequential(*layers).to(device), device_ids=[local_rank] if on_gpu else None)
     x = torch.randn(options.batch, options.width, device=device)
     for _ in range(3):  # warm-up: NCCL's connections, cuBLAS's handles and DDP's buckets come first
         ddp(x).square().mean().backward()
@@ -93,7 +95,7 @@ def main() -> None:
         prof.export_chrome_trace(str(path))
         spans = intervals(json.loads(path.read_text()), on_gpu)
         hidden = overlap_us(spans["communication"], spans["compute"])
-        device_name = torch.cuda.get_device_name(rank) if on_gpu else "CPU"
+        device_name = torch.cuda.get_device_name(device) if on_gpu else "CPU"
         print(json.dumps({"device": device_name, "trace": str(path), "overlap_us": hidden, **spans}))
     del ddp
     dist.destroy_process_group()
