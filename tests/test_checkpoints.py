@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import threading
 import zipfile
 
 import pytest
@@ -167,13 +168,20 @@ def test_a_path_that_is_not_a_file_name_is_refused(path, state):
 def test_an_object_that_cannot_be_pickled_leaves_no_file_and_keeps_the_old_one(tmp_path, state):
     path = save_with_location(state, tmp_path / "x.pt")
     before = path.read_bytes()
-    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+    cannot = r"obj cannot be saved: torch\.save pickles it, and pickle says: .*nothing was written to"
+    with pytest.raises(TypeError, match=cannot):
         save_with_location({"weight": torch.zeros(2), "fn": lambda: 0}, path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["x.pt"], "no partial file is left behind"
-    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
-        save_with_location({"fn": lambda: 0}, tmp_path / "new.pt")
+    with pytest.raises(TypeError, match=cannot):
+        save_with_location({"lock": threading.Lock()}, tmp_path / "new.pt")
     assert [p.name for p in tmp_path.iterdir()] == ["x.pt"]
+
+
+def test_a_path_with_a_nul_character_is_refused_before_anything_is_written(tmp_path, state):
+    with pytest.raises(ValueError, match="holds a NUL character, which no file name can hold"):
+        save_with_location(state, f"{tmp_path}/x\0.pt")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_untrusted_example_needs_text_to_print(tmp_path):

@@ -650,6 +650,10 @@ def test_replicate_scatter_kwargs_apply_and_gather_refuse_what_they_cannot_use()
         simulated_gather(x(4, 2))
     with pytest.raises(TypeError, match="dim must be an int"):
         simulated_gather([x(1, 2)], dim=0.0)
+    out_of_range = r"dim=2 is out of range for the replicas' outputs of shape \[1, 2\]"
+    with pytest.raises(IndexError, match=out_of_range):
+        simulated_gather([x(1, 2), x(1, 2)], dim=2)
+    assert simulated_gather([x(1, 2), x(1, 2)], dim=-1).shape == (1, 4)  # a negative dim counts from the end
 
 
 def test_the_simulation_speaks_chinese_where_the_notebook_asks(monkeypatch):

@@ -88,6 +88,12 @@ def _save_target(path: object) -> Path:
                 path=path
             )
         )
+    if "\0" in str(path):
+        raise ValueError(
+            _(
+                "path {path!r} holds a NUL character, which no file name can hold; pass a plain file name"
+            ).format(path=str(path))
+        )
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(
@@ -142,7 +148,16 @@ def save_with_location(obj: object, path: str | Path, location: str | torch.devi
     path = _save_target(path)
 
     def write(temporary: Path) -> None:
-        torch.save(obj, temporary, pickle_module=_retagging_pickle_module(tag))
+        try:
+            torch.save(obj, temporary, pickle_module=_retagging_pickle_module(tag))
+        except (pickle.PicklingError, AttributeError, TypeError) as err:
+            raise TypeError(
+                _(
+                    "obj cannot be saved: torch.save pickles it, and pickle says: {err}. Save tensors, "
+                    "state_dict()s and plain containers of them, not lambdas, functions defined inside "
+                    "other functions, open files or locks; nothing was written to {path}"
+                ).format(err=err, path=path)
+            ) from err
         written = set(storage_locations(temporary))
         if written - {tag}:
             raise RuntimeError(

@@ -368,6 +368,20 @@ def simulated_gather(outputs: Sequence[Any], dim: int = 0) -> Any:
                     stacklevel=3,
                 )
                 tensors = [t.view(1) for t in tensors]
+            if not -tensors[0].dim() <= dim < tensors[0].dim():
+                raise IndexError(
+                    _(
+                        "dim={dim} is out of range for the replicas' outputs of shape {shape} ({dims} "
+                        "dimensions); pass a dim between {low} and {high}: the dimension the batch was "
+                        "split along (usually dim=0)"
+                    ).format(
+                        dim=dim,
+                        shape=list(tensors[0].shape),
+                        dims=tensors[0].dim(),
+                        low=-tensors[0].dim(),
+                        high=tensors[0].dim() - 1,
+                    )
+                )
             return torch.cat(tensors, dim)
         if out is None:
             return None
