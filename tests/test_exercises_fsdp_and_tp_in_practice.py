@@ -70,6 +70,12 @@ def test_the_expected_bytes_are_what_a_2x2_mesh_holds():
     assert set(launch(_two_d_bytes, 4)) == {two_d_bytes((2, 2))}
 
 
+@pytest.mark.parametrize("mesh", [(0, 2), (2, 0), (2,), ("2", 2), (True, 2), None])
+def test_the_bytes_of_a_mesh_that_cannot_exist_are_refused(mesh):
+    with pytest.raises(ValueError, match=r"mesh is \(dp, tp\), two whole numbers of at least 1"):
+        two_d_bytes(mesh)
+
+
 def test_right_answers_pass():
     gathers, scatters = accumulation_collectives()
     assert check_accumulation_collectives(gathers, scatters).ok

@@ -245,6 +245,8 @@ def test_functions_that_take_an_inventory_refuse_anything_else():
 def test_toggle_refuses_what_it_cannot_use():
     with pytest.raises(ValueError, match="index, the GPU ticked or unticked, must be a whole number"):
         toggle([3], "1", True)
+    with pytest.raises(ValueError, match="is -1; physical GPUs are numbered from 0"):
+        toggle([3], -1, True)
     with pytest.raises(TypeError, match=r"ticked is True \(tick\) or False \(untick\), not 'yes'"):
         toggle([3], 1, "yes")
 

@@ -83,6 +83,12 @@ def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]
 def toggle(selection: Sequence[int], index: int, ticked: bool) -> list[int]:
     """The selection after ticking (appended last) or unticking GPU `index`; order is kept otherwise."""
     index = whole_number(index, "index, the GPU ticked or unticked,")
+    if index < 0:
+        raise ValueError(
+            _("index, the GPU ticked or unticked, is {index}; physical GPUs are numbered from 0.").format(
+                index=index
+            )
+        )
     if not isinstance(ticked, bool):
         raise TypeError(f"ticked is True (tick) or False (untick), not {ticked!r}.")
     kept = [i for i in selection if i != index]

@@ -83,6 +83,16 @@ def check_accumulation_collectives(all_gathers: Any, reduce_scatters: Any) -> Ch
 
 def two_d_bytes(mesh: tuple[int, int] = MESH) -> int:
     """Bytes of float32 parameters one rank holds for the MLP on a (dp, tp) mesh (TP then FSDP)."""
+    if (
+        not isinstance(mesh, tuple | list)
+        or len(mesh) != 2
+        or any(isinstance(size, bool) or not isinstance(size, int) or size < 1 for size in mesh)
+    ):
+        raise ValueError(
+            _("mesh is (dp, tp), two whole numbers of at least 1 such as (2, 2), not {mesh!r}").format(
+                mesh=mesh
+            )
+        )
     dp, tp = mesh
     tp_split = {"0.weight": tp, "0.bias": tp, "2.weight": tp, "2.bias": 1}  # Rowwise replicates its bias
     numel = 0
