@@ -79,6 +79,24 @@ def terminal() -> Iterator[tuple[int, int]]:
     os.close(slave)
 
 
+def start_driver(driver: str, tty: int, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`python -c driver` in a session of its own that may take `tty` as its terminal; the session is
+    killed after WAIT seconds unless `finish` (or the test) cancels its watchdog first."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        pass_fds=(tty,),
+        env=env,
+    )
+    watchdogs[proc.pid] = threading.Timer(WAIT, os.killpg, (proc.pid, signal.SIGKILL))
+    watchdogs[proc.pid].start()
+    return proc
+
+
 def start_course_run(child: str, tty: int, *, ignore_sigint: bool = False) -> subprocess.Popen[str]:
     """course.run on `python -c child` in a new session whose terminal is `tty`; returned at "ready".
 
@@ -100,18 +118,7 @@ def start_course_run(child: str, tty: int, *, ignore_sigint: bool = False) -> su
         f"sys.path.insert(0, {str(course.ROOT)!r}); import course\n"
         f"sys.exit(course.run([sys.executable, '-c', {child!r}]))\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", driver],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        pass_fds=(tty,),
-    )
-    watchdog = threading.Timer(WAIT, os.killpg, (proc.pid, signal.SIGKILL))
-    watchdog.start()
-    watchdogs[proc.pid] = watchdog
+    proc = start_driver(driver, tty)
     assert proc.stdout is not None
     assert proc.stdout.readline().startswith("+ "), "course.run echoes the command first"
     for line in proc.stdout:  # the rest of the echoed command, then the child's first line
@@ -458,18 +465,7 @@ def test_ctrl_c_stops_the_test_command_at_every_moment(terminal, tmp_path, child
     python.write_text(STAND_IN.format(python=sys.executable))
     python.chmod(0o755)
     driver = TEST_DRIVER.format(tty=slave, scripts=str(course.ROOT / "scripts"), python=str(python))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", driver],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        pass_fds=(slave,),
-        env=os.environ | {"ON_CTRL_C": on_ctrl_c},
-    )
-    watchdogs[proc.pid] = threading.Timer(WAIT, os.killpg, (proc.pid, signal.SIGKILL))
-    watchdogs[proc.pid].start()
+    proc = start_driver(driver, slave, env=os.environ | {"ON_CTRL_C": on_ctrl_c})
     started = 0
     for line in proc.stdout:
         if line == "between\n":
