@@ -662,11 +662,36 @@ def test_fork_where_nothing_started_a_gpu(monkeypatch, tmp_path):
     assert choose_start_method() == "fork"
 
 
-def test_spawn_once_cuda_is_initialised(monkeypatch, notebook):
+NOTEBOOK_CELL = """
+import sys
+OFFSET = 40
+
+def notebook_helper():
+    return OFFSET + 2
+
+def spawned_or_forked(scale):  # a forked child keeps the parent's mark on sys; a spawned one has none
+    return ("forked" if hasattr(sys, "_launch_test_mark") else "spawned"), notebook_helper() * scale
+"""
+
+
+def run_cell(source: str, **names: object) -> dict:
+    """Run `source` as a notebook cell runs: its functions belong to the module __main__."""
+    namespace = {"__name__": "__main__", **names}
+    exec(source, namespace)
+    return namespace
+
+
+def test_spawn_once_cuda_is_initialised_and_notebook_workers_travel_by_value(monkeypatch, notebook):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(sys, "_launch_test_mark", True, raising=False)
     assert choose_start_method() == "spawn"
+    # A worker from the notebook, calling another of its functions that reads one of its constants.
+    worker = run_cell(NOTEBOOK_CELL)["spawned_or_forked"]
+    assert choose_start_method(worker, (1,)) == "spawn"
+    assert launch(worker, 2, args=(10,), timeout=60) == [("spawned", 420)] * 2
+    # What cloudpickle cannot take (a lock) is refused with what to do, as before.
     with pytest.raises(LaunchError, match="CUDA is initialised in this process") as info:
-        launch(notebook_function(), 2)
+        launch(notebook_function(), 1, args=(threading.Lock(),))
     assert "torch.cuda.device_count()" in str(info.value)
 
 
@@ -679,8 +704,9 @@ def test_spawn_once_the_cuda_driver_was_started_except_what_only_fork_can_run(
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     # Not really loaded here, so the driver cannot be asked: that counts as started.
     assert choose_start_method() == choose_start_method(report_env) == "spawn"
-    # A notebook's function cannot be spawned: it is forked, and runs if it leaves CUDA alone.
-    assert choose_start_method(notebook_function()) == "fork"
+    # A notebook's function is spawned too, by value; only what cloudpickle cannot take forks.
+    assert choose_start_method(notebook_function()) == "spawn"
+    assert choose_start_method(notebook_function(), (threading.Lock(),)) == "fork"
     # Asked, a driver answers CUDA_SUCCESS once cuInit ran, CUDA_ERROR_NOT_INITIALIZED (3) before.
     monkeypatch.setattr(gpus, "_already_loaded", FakeLibcuda(0))
     assert choose_start_method() == "spawn"
@@ -715,11 +741,66 @@ def test_notebook_functions_among_the_arguments_count_too(monkeypatch, tmp_path,
     maps.write_text(MAPS_LINE.format("/usr/lib/x86_64-linux-gnu/libcuda.so.1"))
     monkeypatch.setattr(launcher, "_PROC_MAPS", str(maps))
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
-    # An importable worker given a notebook's function (as the exercise checks are): fork.
-    assert choose_start_method(report_env, (notebook_function(),)) == "fork"
+    # An importable worker given a notebook's function (as the exercise checks are): by value.
+    assert choose_start_method(report_env, (notebook_function(),)) == "spawn"
     assert choose_start_method(report_env, (1, "a")) == "spawn"
     with pytest.raises(LaunchError, match=r"'worker' \(the worker or its arguments\) is defined in"):
         launch(report_env, 1, args=(notebook_function(),), method="spawn")
+
+
+class SettingsModule(types.ModuleType):
+    """A module of a ModuleType subclass, as torch's config modules are (torch._dynamo.config)."""
+
+
+def test_modules_of_a_subclass_travel_by_name_with_a_notebooks_worker(monkeypatch, notebook):
+    settings = SettingsModule("course_test_settings")
+    settings.flag = 3
+    monkeypatch.setitem(sys.modules, "course_test_settings", settings)
+    reads = run_cell("def reads():\n    return settings.flag\n", settings=settings)["reads"]
+    shipped = launcher._shipped(reads, ())
+    assert shipped is not None and shipped() == 3
+    assert launcher._shipped(report_env, ()) is None  # importable by name: nothing to send by value
+
+
+def test_autograds_gpu_threads_make_fork_unsafe(monkeypatch, tmp_path, notebook):
+    tasks = tmp_path / "task"
+    for tid, name in ((100, "python"), (101, "pt_main_thread"), (102, "ZMQbg/Reaper")):
+        (tasks / str(tid)).mkdir(parents=True)
+        (tasks / str(tid) / "comm").write_text(name + "\n")
+    (tasks / "103").mkdir()  # a thread that ended while the folder was read: no comm
+    assert not launcher._autograd_threads_started(str(tasks))
+    monkeypatch.setattr(launcher, "_PROC_TASKS", str(tasks))
+    monkeypatch.setattr(launcher, "_fork_loses_cuda", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert choose_start_method(notebook_function()) == "fork"
+    (tasks / "104").mkdir()
+    (tasks / "104" / "comm").write_text("pt_autograd_0\n")  # after a backward() on a GPU machine
+    assert launcher._autograd_threads_started(str(tasks))
+    assert choose_start_method(notebook_function()) == choose_start_method(report_env) == "spawn"
+    assert launcher._start_method_and_reason(notebook_function())[1].startswith("autograd's GPU threads")
+    assert not launcher._autograd_threads_started(str(tmp_path / "missing"))  # not Linux
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads are read from /proc (Linux)")
+def test_a_thread_with_autograds_name_is_seen_in_this_process():
+    libc = ctypes.CDLL(None)
+    named, done = threading.Event(), threading.Event()
+
+    def as_autograd_names_its_gpu_thread() -> None:
+        libc.prctl(15, b"pt_autograd_0")  # PR_SET_NAME: this thread's name
+        named.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=as_autograd_names_its_gpu_thread)
+    thread.start()
+    try:
+        assert named.wait(10) and launcher._autograd_threads_started()
+    finally:
+        done.set()
+        thread.join()
+    if torch.version.cuda is None:  # a CPU build never starts them, backward() or not
+        torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
+        assert not launcher._autograd_threads_started()
 
 
 def test_no_maps_file_means_no_driver_to_see(tmp_path):

@@ -24,15 +24,18 @@ itself, so the same worker runs unchanged under torchrun. What it adds, and why:
   gloo uses the loopback interface (GLOO_SOCKET_IFNAME).
 
 Start method: `fork` where it is safe, which also runs functions defined in a notebook (nothing
-is pickled); otherwise `spawn`, whose fresh interpreters must import the worker by name from a
-.py file. `choose_start_method` says when and why. On macOS Python defaults to spawn because
-some system frameworks are not fork-safe; if a forked worker hangs or crashes there, put the
-worker in a .py file and pass `method="spawn"`.
+is pickled); otherwise `spawn`, whose fresh interpreters import the worker by name from a .py
+file. Where fork is not safe (CUDA or autograd's GPU threads started in this process), a worker
+defined in a notebook travels by value instead (cloudpickle sends its code and what it uses),
+so the notebook's cells still run on a GPU machine. `choose_start_method` says when and why. On
+macOS Python defaults to spawn because some system frameworks are not fork-safe; if a forked
+worker hangs or crashes there, put the worker in a .py file and pass `method="spawn"`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import multiprocessing as mp
 import os
@@ -51,6 +54,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+import cloudpickle
 import torch
 from torch.distributed import TCPStore
 
@@ -85,6 +89,11 @@ _FAILED_RANK_LINGER_SECONDS = 30.0
 _HEADER = struct.Struct("!Q")
 _RAW_PIPES = os.name == "posix"
 _PROC_MAPS = "/proc/self/maps"  # the libraries mapped into this process (Linux)
+_PROC_TASKS = "/proc/self/task"  # this process's threads, each with its name in `comm` (Linux)
+# The name autograd gives the threads it starts for each GPU (torch/csrc/autograd/engine.cpp,
+# Engine::thread_init) at the first backward() on a machine with one; from then on a forked
+# child's backward() raises "Unable to handle autograd's threading in combination with fork".
+_AUTOGRAD_THREAD_PREFIX = "pt_autograd_"
 _STORE_TIMEOUT_FLOOR_SECONDS = 30.0
 MAX_NPROCS = 64  # more processes than one machine runs usefully (each has its pipes and its fork)
 _HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
@@ -295,9 +304,28 @@ def _fork_loses_cuda(maps: str | None = None) -> bool:
     return started if started is not None else os.path.exists(maps)
 
 
+def _autograd_threads_started(tasks: str | None = None) -> bool:
+    """Whether autograd runs its GPU threads in this process, so a forked child cannot run backward().
+
+    The first backward() on a machine with a GPU starts them (even for a CPU model); a CPU-only
+    machine never does. Read from the threads' names (Linux); elsewhere False. `tasks`: for tests.
+    """
+    tasks = tasks or _PROC_TASKS
+    try:
+        threads = os.listdir(tasks)
+    except OSError:
+        return False
+    for thread in threads:
+        with contextlib.suppress(OSError), open(os.path.join(tasks, thread, "comm")) as comm:
+            if comm.read().startswith(_AUTOGRAD_THREAD_PREFIX):
+                return True
+    return False
+
+
 def _cuda_started() -> bool:
-    """Whether CUDA (the runtime or the driver) was started here, so forked ranks cannot use it."""
-    return _gpu_runtime_initialised() or _fork_loses_cuda()
+    """Whether CUDA (the runtime or the driver), or autograd's GPU threads, started here, so forked
+    ranks can use neither CUDA nor backward()."""
+    return _gpu_runtime_initialised() or _fork_loses_cuda() or _autograd_threads_started()
 
 
 def _wait_for_exit(processes: Sequence[mp.process.BaseProcess], patience: float) -> None:
@@ -361,6 +389,46 @@ def _notebook_names(fn: Callable[..., Any], args: tuple = ()) -> list[str]:
     return list(dict.fromkeys(finder.found))
 
 
+class _Shipped:
+    """A worker and its arguments pickled by value (cloudpickle), for spawned ranks: a function
+    defined in a notebook travels as its code and the values it uses, not as a name that a fresh
+    interpreter could not import."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def __call__(self) -> Any:
+        fn, args = pickle.loads(self.payload)  # cloudpickle's output loads with pickle
+        return fn(*args)
+
+
+class _ByValuePickler(cloudpickle.Pickler):
+    """cloudpickle, which also sends by name the modules that are instances of a ModuleType
+    subclass, as it sends plain modules: torch's config modules (`torch._dynamo.config`) are."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if (
+            isinstance(obj, types.ModuleType)
+            and type(obj) is not types.ModuleType
+            and sys.modules.get(obj.__name__) is obj
+        ):
+            return importlib.import_module, (obj.__name__,)
+        return super().reducer_override(obj)
+
+
+def _shipped(fn: Callable[..., Any], args: tuple) -> _Shipped | None:
+    """`fn(*args)` by value for spawned ranks where it holds something from a notebook and
+    cloudpickle can take all of it; otherwise None (spawn imports it by name, or it must fork)."""
+    if not _notebook_names(fn, args):
+        return None
+    try:
+        buffer = io.BytesIO()
+        _ByValuePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((fn, args))
+        return _Shipped(buffer.getvalue())
+    except Exception:  # a lock, an open file, a generator: only fork can hand it over
+        return None
+
+
 def _spawnable(fn: Callable[..., Any], args: tuple = ()) -> bool:
     """Whether a spawned interpreter could receive `fn` and `args`: nothing from a notebook, all picklable."""
     try:
@@ -381,10 +449,17 @@ def _start_method_and_reason(fn: Callable[..., Any] | None = None, args: tuple =
             "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
             "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
         )
-    if _fork_loses_cuda() and (fn is None or _spawnable(fn, args)):
+    can_spawn = fn is None or _spawnable(fn, args) or _shipped(fn, args) is not None
+    if _fork_loses_cuda() and can_spawn:
         return "spawn", _(
             "The CUDA driver has been started in this process, and a child forked after that "
             "cannot use CUDA, so the launcher spawns fresh interpreters. "
+        )
+    if _autograd_threads_started() and can_spawn:
+        return "spawn", _(
+            "autograd's GPU threads run in this process (the first backward() on a machine with "
+            "a GPU starts them), and a child forked after that cannot run backward(), so the "
+            "launcher spawns fresh interpreters. "
         )
     return "fork", ""
 
@@ -396,14 +471,15 @@ def choose_start_method(fn: Callable[..., Any] | None = None, args: Sequence[Any
     parent: once PyTorch has initialised CUDA here, a forked child cannot use it, so spawn.
     On Linux a CUDA driver that was merely started also counts (`torch.cuda.is_available()`
     starts it, and so does the first `backward()` on a machine with a GPU, while
-    `torch.cuda.is_initialized()` stays False): then a child forked now could not use CUDA
-    either, and `launch` spawns every worker that a fresh interpreter can import. A function
-    defined in a notebook (or given one in `args`) cannot be spawned, so `launch` still forks
-    it, which suits the CPU workers of the course; such a worker must not use CUDA, nor
-    backward() once the kernel ran one on a GPU machine (if it does, the WorkerError says why
-    it failed). Without `fn`, the answer is for an importable worker. A driver that cannot be
-    asked counts as started; count GPUs before launching with `torch.cuda.device_count()`, which
-    asks NVML and leaves the driver alone. Windows has no fork: use a .py worker, or WSL2.
+    `torch.cuda.is_initialized()` stays False), and so do autograd's GPU threads, which that
+    first `backward()` starts and after which a forked child's `backward()` fails: then
+    `launch` spawns. A spawned interpreter imports an importable worker by name; a function
+    defined in a notebook (or given one in `args`) travels by value, pickled by cloudpickle.
+    Only what cloudpickle cannot take (a lock, an open file) is still forked; such a worker
+    must then use neither CUDA nor backward(), and the WorkerError says why if it does.
+    Without `fn`, the answer is for an importable worker. A driver that cannot be asked counts
+    as started; count GPUs before launching with `torch.cuda.device_count()`, which asks NVML
+    and leaves the driver alone. Windows has no fork: use a .py worker, or WSL2.
     """
     if fn is not None:
         _check_arguments(fn, 1, args, 1.0)
@@ -751,7 +827,8 @@ def launch(
             the traceback. The other ranks are stopped at once.
         LaunchTimeoutError: not every rank finished within `timeout` seconds; it lists those
             still running. All ranks are stopped.
-        LaunchError: `master_port` is taken, or spawn cannot run `fn` (a notebook function).
+        LaunchError: `master_port` is taken, or spawn cannot run `fn` (a notebook function with
+            method="spawn", or one that cloudpickle cannot take where fork is unsafe).
         TypeError, ValueError: bad arguments.
     """
     _check_arguments(fn, nprocs, args, timeout)
@@ -771,7 +848,14 @@ def launch(
             )
         )
     if method == "spawn":
-        _check_spawnable(fn, args, why, explicit)
+        # Spawn chosen here because fork is unsafe (not asked for, and not a platform without
+        # fork, where the advice stays a .py worker or WSL2): a notebook's worker goes by value.
+        unsafe_fork = not explicit and "fork" in mp.get_all_start_methods()
+        shipped = _shipped(fn, args) if unsafe_fork else None
+        if shipped is None:
+            _check_spawnable(fn, args, why, explicit)
+        else:
+            fn, args = shipped, ()
     ctx = mp.get_context(method)
     base_env = gloo_env() | mark()  # gloo on loopback; the watchdog's mark
     listener = listening_socket(master_port)
