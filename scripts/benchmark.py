@@ -13,7 +13,9 @@ would count it in every process:
 2. the notebook suite as `python3 course.py test notebooks/` runs it: in parallel, over every
    CPU (peak: every process of the run); each edition's suite on its own, an edition of one
    notebook not again (its suite is that notebook alone);
-3. without NOTEBOOK arguments also the unit tests (`course.py test tests/`), the whole
+3. before these, the machine's speed: `import torch` and a Python loop, each in a fresh Python,
+   so that the numbers of two days can be compared;
+4. without NOTEBOOK arguments also the unit tests (`course.py test tests/`), the whole
    `python3 course.py test` after set-up (ruff and every test), and, where the course has
    `scripts/launch_floor.py`, a 2-rank launch against a bare fork, side by side.
 
@@ -108,6 +110,35 @@ def measure(name: str, cmd: Sequence[str | Path], *, with_root: bool = True) -> 
         seconds = time.monotonic() - start
         log.seek(0)
         return Measured(name, seconds, peak / MIB, proc.returncode, log.read())
+
+
+# What this machine's speed was while it measured: the budgets are for a 2-core machine at its usual
+# speed, and the same commit has measured 1.5-3x slower on a slow day (CONTRIBUTING.md).
+SPEED_PROBES = {
+    "import torch": "import torch",
+    "a Python loop of 10 million steps": "total = 0\nfor step in range(10_000_000):\n    total += step",
+}
+SPEED_REPEATS = 3
+_TIMED = "import time\nstart = time.perf_counter()\nexec({code!r})\nprint(time.perf_counter() - start)"
+
+
+def probe_seconds(code: str, repeats: int = SPEED_REPEATS) -> float:
+    """The median time `code` takes in a fresh Python (its start-up not counted), over `repeats` runs."""
+    times = []
+    for _ in range(repeats):
+        run = subprocess.run(
+            [sys.executable, "-c", _TIMED.format(code=code)], cwd=ROOT, capture_output=True, text=True
+        )
+        if run.returncode != 0:
+            raise RuntimeError(f"the speed probe {code!r} failed: {run.stderr.strip()[-300:]}")
+        times.append(float(run.stdout.split()[-1]))
+    return sorted(times)[len(times) // 2]
+
+
+def speed_line(seconds: dict[str, float]) -> str:
+    """The machine's speed as the report gives it, to compare one day's numbers with another's."""
+    probes = ", ".join(f"{name} {value:.2f} s" for name, value in seconds.items())
+    return f"This machine's speed now (medians of {SPEED_REPEATS}, each in a fresh Python): {probes}"
 
 
 def notebook_budget(path: Path) -> float:
@@ -240,6 +271,7 @@ def main(argv: list[str]) -> int:
     everything = not names
     whole_s = whole_budget()
     print(budgets_line(whole_s), flush=True)
+    print(speed_line({name: probe_seconds(code) for name, code in SPEED_PROBES.items()}), flush=True)
     quiet = ["-q", "-p", "no:cacheprovider"]
     alone = []
     for path in notebooks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +21,8 @@ from benchmark import (
     failure_report,
     measure,
     notebook_budget,
+    probe_seconds,
+    speed_line,
     table,
     verdicts,
     whole_budget,
@@ -152,3 +155,13 @@ def failing_notebook_report(notebook: Path, capsys: pytest.CaptureFixture[str]) 
     assert "1 failed" in report and "the reason, from the notebook" in report
     assert "NameError" not in report  # the report stops at the first failing cell
     assert "suite, parallel" not in out  # a suite of one notebook is that notebook alone, measured once
+
+
+def test_the_machines_speed_is_timed_in_a_fresh_python_and_a_failing_probe_is_named():
+    # Timed inside the child: a probe that sleeps 0.2 s reads at least that, whatever the start-up.
+    assert probe_seconds("import time; time.sleep(0.2)", repeats=1) >= 0.2
+    probe_seconds("import sys; assert 'torch' not in sys.modules", repeats=1)  # not this process
+    with pytest.raises(RuntimeError, match=re.escape("the speed probe 'raise SystemExit(3)' failed")):
+        probe_seconds("raise SystemExit(3)", repeats=1)
+    line = speed_line({"import torch": 3.814, "a Python loop of 10 million steps": 1.5})
+    assert line.endswith("import torch 3.81 s, a Python loop of 10 million steps 1.50 s")
