@@ -13,6 +13,8 @@ set-up cell and the launch buttons are not units: scripts/links.py writes them f
 The messages that course_utils prints (marked `_()`) live in src/course_utils/locale/zh_CN/, one
 .po file per module. Any PO editor (Poedit, Weblate, a text editor) edits both. The Chinese pages
 (README.zh-CN.md, docs/zh-CN/) record the sha256 of the English page they translate in their first line.
+The worker scripts that notebooks show whole are translated in translations/zh-CN/workers/ (comments
+and docstrings only; the code must stay the English's), and `build` puts them in notebooks/zh-CN/workers/.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import copy
 import hashlib
 import io
 import json
+import os
 import re
 import string
 import sys
@@ -594,13 +597,132 @@ def page_problems(root: Path = ROOT) -> list[str]:
     return problems
 
 
+# The worker scripts that the notebooks show whole: translated copies, with their comments and
+# docstrings in Chinese and the English's code, live in translations/zh-CN/workers/, with the short
+# sha256 of the English each translates in translated_from.json. `build` makes notebooks/zh-CN/workers/
+# of links to them and to the English scripts that have no translation.
+WORKERS = Path("notebooks") / "workers"
+CHINESE_WORKERS = Path("notebooks") / LANGUAGE / "workers"
+WORKER_TRANSLATIONS = Path("translations") / LANGUAGE / "workers"
+WORKER_SOURCES = "translated_from.json"
+SHELL_COMMENT = re.compile(r"(^|\s)#.*$")
+
+
+def script_code(text: str, suffix: str) -> str:
+    """What a translation of a worker script must keep: Python's syntax tree without docstrings (comments
+    are not in it); a shell script's lines without comments, its #! line and #SBATCH directives kept."""
+    if suffix == ".py":
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                first = node.body[0] if node.body else None
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                    if isinstance(first.value.value, str):
+                        first.value.value = ""
+        return ast.dump(tree)
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(("#!", "#SBATCH")):
+            line = line[:2] + SHELL_COMMENT.sub("", line[2:])
+        else:
+            line = SHELL_COMMENT.sub("", line)
+        if line.strip():
+            lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def english_workers(root: Path = ROOT) -> list[Path]:
+    """The English worker scripts (and other files the notebooks start or read) in notebooks/workers."""
+    return sorted(p for p in (root / WORKERS).iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def worker_translations(root: Path = ROOT) -> list[Path]:
+    """The translated worker scripts in translations/zh-CN/workers/."""
+    folder = root / WORKER_TRANSLATIONS
+    return sorted(p for p in folder.iterdir() if p.name != WORKER_SOURCES) if folder.is_dir() else []
+
+
+def build_workers(root: Path = ROOT) -> list[str]:
+    """Make notebooks/zh-CN/workers/ of links: to each translated script, and to each English file
+    without one (a link of the whole folder is replaced). Lines on what changed."""
+    target = root / CHINESE_WORKERS
+    if target.is_symlink():
+        target.unlink()
+    target.mkdir(parents=True, exist_ok=True)
+    translated = {p.name: p for p in worker_translations(root)}
+    wanted = {p.name for p in english_workers(root)}
+    written = []
+    for stale in sorted(p for p in target.iterdir() if p.name not in wanted):
+        stale.unlink()
+        written.append(f"{stale.relative_to(root)}: removed (no such English file)")
+    for name in sorted(wanted):
+        path = target / name
+        link = worker_link(name, name in translated)
+        if not path.is_symlink() or os.readlink(path) != link:
+            path.unlink(missing_ok=True)
+            path.symlink_to(link)
+            written.append(
+                f"{path.relative_to(root)}: a link to {(target / link).resolve().relative_to(root.resolve())}"
+            )
+    return written
+
+
+def worker_link(name: str, translated: bool) -> str:
+    """Where notebooks/zh-CN/workers/NAME points: its translation, or the English file without one."""
+    return f"../../../{(WORKER_TRANSLATIONS / name).as_posix()}" if translated else f"../../workers/{name}"
+
+
+def workers_built(root: Path = ROOT) -> bool:
+    """Whether notebooks/zh-CN/workers/ is what `build_workers` makes of the translations now."""
+    target = root / CHINESE_WORKERS
+    if not target.is_dir() or target.is_symlink():
+        return False
+    translated = {p.name for p in worker_translations(root)}
+    names = {p.name for p in english_workers(root)}
+    if {p.name for p in target.iterdir()} != names:
+        return False
+    return all(
+        (target / name).is_symlink() and os.readlink(target / name) == worker_link(name, name in translated)
+        for name in names
+    )
+
+
+def worker_problems(root: Path = ROOT) -> list[str]:
+    """Translated worker scripts whose code is not the English's, whose English changed since they
+    were translated, or that are not built into notebooks/zh-CN/workers/."""
+    problems = []
+    sources_path = root / WORKER_TRANSLATIONS / WORKER_SOURCES
+    sources = json.loads(sources_path.read_text(encoding="utf-8")) if sources_path.is_file() else {}
+    for path in worker_translations(root):
+        shown, source = path.relative_to(root), WORKERS / path.name
+        if not (root / source).is_file():
+            problems.append(f"{shown}: there is no English {source} to translate")
+            continue
+        digest = page_digest(root / source)
+        english = (root / source).read_text(encoding="utf-8")
+        if script_code(path.read_text(encoding="utf-8"), path.suffix) != script_code(english, path.suffix):
+            problems.append(
+                f"{shown}: its code differs from {source}'s; translate only comments and docstrings"
+            )
+        elif sources.get(path.name) != digest:
+            problems.append(
+                f"{shown}: {source} changed since it was translated (`git log -p {source}`): bring the "
+                f"Chinese in line, then record sha256 {digest} for it in {WORKER_SOURCES}"
+            )
+    if (root / WORKER_TRANSLATIONS).is_dir() and not workers_built(root):
+        problems.append(
+            f"{CHINESE_WORKERS}: not built from {WORKER_TRANSLATIONS}; run `course.py translate build`"
+        )
+    return problems
+
+
 def check(root: Path = ROOT) -> list[str]:
-    """Every problem of the Chinese edition: notebooks, messages, then pages."""
+    """Every problem of the Chinese edition: notebooks, messages, worker scripts, then pages."""
     problems = []
     for english in english_notebooks(root):
         problems += notebook_problems(english, root)
     problems += message_problems(root / PACKAGE.relative_to(ROOT), root / MESSAGES.relative_to(ROOT))
-    return problems + page_problems(root)
+    return problems + worker_problems(root) + page_problems(root)
 
 
 def main(argv: list[str]) -> int:
@@ -618,7 +740,7 @@ def main(argv: list[str]) -> int:
         return 0
     if action == "build":
         written, problems = build()
-        for line in written + problems:
+        for line in written + build_workers() + problems:
             print(line)
         if any(not line.endswith(" 0 code cells to run") for line in written):
             print("Now run `python3 course.py regenerate` on the notebooks written, to store their outputs.")

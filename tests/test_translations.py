@@ -285,3 +285,94 @@ def test_a_translation_changes_prose_strings_freely():
     # a prose string that is a single word may become Chinese, not another English word
     assert translations.code_difference('print("done")', 'print("完成")') is None
     assert translations.code_difference('x = "cuda"', 'x = "cpu"') is not None
+
+
+ENGLISH_WORKER = '''"""Print who this process is."""
+
+import os
+
+RANK = int(os.environ.get("RANK", "0"))  # set by torchrun
+
+
+def main() -> None:
+    """Print the rank."""
+    print("rank", RANK)
+'''
+CHINESE_WORKER = (
+    ENGLISH_WORKER.replace("Print who this process is.", "打印这个进程是谁。")
+    .replace("set by torchrun", "由 torchrun 设置")
+    .replace("Print the rank.", "打印 rank。")
+)
+ENGLISH_BATCH = "#!/bin/bash\n# two nodes\n#SBATCH --nodes=2   # N machines\nsrun python w.py  # every rank\n"
+
+
+@pytest.fixture
+def workers(tmp_path):
+    """A course with two English worker files, one of them translated and built."""
+    (tmp_path / "notebooks" / "workers").mkdir(parents=True)
+    (tmp_path / "notebooks" / "workers" / "w.py").write_text(ENGLISH_WORKER, encoding="utf-8")
+    (tmp_path / "notebooks" / "workers" / "job.sbatch").write_text(ENGLISH_BATCH, encoding="utf-8")
+    (tmp_path / "notebooks" / "zh-CN").mkdir()
+    (tmp_path / "notebooks" / "zh-CN" / "workers").symlink_to("../workers")  # the layout before
+    folder = tmp_path / translations.WORKER_TRANSLATIONS
+    folder.mkdir(parents=True)
+    (folder / "w.py").write_text(CHINESE_WORKER, encoding="utf-8")
+    digest = translations.page_digest(tmp_path / "notebooks" / "workers" / "w.py")
+    (folder / translations.WORKER_SOURCES).write_text(json.dumps({"w.py": digest}), encoding="utf-8")
+    return tmp_path
+
+
+def test_translated_workers_are_built_as_links_beside_links_to_the_english_ones(workers):
+    assert translations.worker_problems(workers) == [
+        "notebooks/zh-CN/workers: not built from translations/zh-CN/workers; run `course.py translate build`"
+    ]
+    assert len(translations.build_workers(workers)) == 2
+    built = workers / "notebooks" / "zh-CN" / "workers"
+    assert (built / "w.py").read_text(encoding="utf-8") == CHINESE_WORKER  # through a link to it
+    assert (built / "job.sbatch").read_text(encoding="utf-8") == ENGLISH_BATCH  # the English, linked
+    assert translations.worker_problems(workers) == [] and translations.build_workers(workers) == []
+    (built / "w.py").unlink()
+    (built / "w.py").write_text(CHINESE_WORKER + "# 手改\n", encoding="utf-8")  # a copy, edited by hand
+    assert translations.worker_problems(workers)[-1].endswith("run `course.py translate build`")
+    (built / "w.py").unlink()
+    (built / "w.py").symlink_to("../../workers/w.py")  # the English, where a translation exists
+    assert translations.worker_problems(workers)[-1].endswith("run `course.py translate build`")
+    assert len(translations.build_workers(workers)) == 1 and translations.worker_problems(workers) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"RANK", "0"', '"RANK", "1"'),  # a constant
+        ('print("rank", RANK)', 'print("rank：", RANK)'),  # a string: the scripts keep theirs
+        ("    print", "    return\n    print"),  # a statement
+    ],
+)
+def test_a_translated_worker_whose_code_differs_is_caught(workers, old, new):
+    path = workers / translations.WORKER_TRANSLATIONS / "w.py"
+    path.write_text(CHINESE_WORKER.replace(old, new), encoding="utf-8")
+    translations.build_workers(workers)
+    assert translations.worker_problems(workers) == [
+        "translations/zh-CN/workers/w.py: its code differs from notebooks/workers/w.py's; "
+        "translate only comments and docstrings"
+    ]
+
+
+def test_a_change_to_an_english_worker_makes_its_translation_stale(workers):
+    english = workers / "notebooks" / "workers" / "w.py"
+    english.write_text(ENGLISH_WORKER.replace("set by torchrun", "torchrun sets it"), encoding="utf-8")
+    translations.build_workers(workers)
+    digest = translations.page_digest(english)
+    assert translations.worker_problems(workers) == [
+        "translations/zh-CN/workers/w.py: notebooks/workers/w.py changed since it was translated "
+        "(`git log -p notebooks/workers/w.py`): bring the Chinese in line, then record sha256 "
+        f"{digest} for it in translated_from.json"
+    ]
+
+
+def test_a_batch_scripts_comments_translate_and_its_directives_do_not():
+    code = translations.script_code(ENGLISH_BATCH, ".sbatch")
+    chinese = ENGLISH_BATCH.replace("# two nodes", "# 两个节点").replace("# N machines", "# N 台机器")
+    assert translations.script_code(chinese, ".sbatch") == code
+    assert translations.script_code(ENGLISH_BATCH.replace("--nodes=2", "--nodes=3"), ".sbatch") != code
+    assert translations.script_code(ENGLISH_BATCH.replace("w.py  #", "v.py  #"), ".sbatch") != code

@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/bucket_events.py

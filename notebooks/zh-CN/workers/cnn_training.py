@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/cnn_training.py

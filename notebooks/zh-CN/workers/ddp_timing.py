@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/ddp_timing.py

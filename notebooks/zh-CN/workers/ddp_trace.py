@@ -1,0 +1,1 @@
+../../workers/ddp_trace.py

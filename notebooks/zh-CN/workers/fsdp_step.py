@@ -1,0 +1,1 @@
+../../workers/fsdp_step.py

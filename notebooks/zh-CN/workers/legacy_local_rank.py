@@ -1,0 +1,1 @@
+../../workers/legacy_local_rank.py

@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/resume_training.py

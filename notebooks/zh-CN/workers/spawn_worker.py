@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/spawn_worker.py

@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/train_ddp.py

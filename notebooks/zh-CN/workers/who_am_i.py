@@ -1,0 +1,1 @@
+../../../translations/zh-CN/workers/who_am_i.py
