@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from course_utils.memory import LINES, saved_activation_bytes, step_memory, tensor_bytes
+from course_utils import i18n
+from course_utils.memory import LINES, line_label, saved_activation_bytes, step_memory, tensor_bytes
 
 
 def mlp() -> nn.Sequential:
@@ -125,3 +126,13 @@ def test_step_memory_names_the_bad_argument(kwargs, names):
 def test_saved_activation_bytes_needs_a_list_of_tensors(params):
     with pytest.raises(TypeError, match="params must be a list of tensors"):
         saved_activation_bytes(lambda: None, params)
+
+
+@pytest.mark.parametrize(
+    ("language", "labels"), [("en", list(LINES)), ("zh-CN", ["参数", "梯度", "优化器状态", "激活值"])]
+)
+def test_a_tables_labels_follow_the_notebooks_language_and_the_keys_stay(monkeypatch, language, labels):
+    monkeypatch.setenv(i18n.LANGUAGE_VARIABLE, language)
+    assert [line_label(line) for line in LINES] == labels
+    with pytest.raises(ValueError, match=r"parameters, gradients, optimizer state, activations.*'weights'"):
+        line_label("weights")

@@ -14,12 +14,27 @@ from typing import Any
 import torch
 from torch import nn
 
-from course_utils.i18n import _
+from course_utils.i18n import N_, _, translated
 
-__all__ = ["LINES", "saved_activation_bytes", "step_memory", "tensor_bytes"]
+__all__ = ["LINES", "line_label", "saved_activation_bytes", "step_memory", "tensor_bytes"]
 
 # The lines of the table, in the order notebook 10 prints them.
 LINES = ("parameters", "gradients", "optimizer state", "activations")
+_LABELS = {
+    "parameters": N_("parameters"),
+    "gradients": N_("gradients"),
+    "optimizer state": N_("optimizer state"),
+    "activations": N_("activations"),
+}
+
+
+def line_label(line: str) -> str:
+    """How a table names one of `LINES`, in the notebook's language (the keys stay English)."""
+    if line not in _LABELS:
+        raise ValueError(
+            _("line must be one of {lines}, not {line!r}").format(lines=", ".join(LINES), line=line)
+        )
+    return translated(_LABELS[line])
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
