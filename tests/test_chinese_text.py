@@ -64,3 +64,69 @@ def test_the_chinese_notebooks_have_no_line_break_inside_a_paragraph():
 )
 def test_joining_keeps_headings_lists_code_and_tables(markdown, wanted):
     assert translations.joined(markdown) == wanted
+
+
+# English left in the Chinese edition's outputs: three or more English words in a row, outside code
+# (anything with _ . ( ) [ ] = : / in it, quotations, True/False/None), error outputs, the worker
+# scripts that cells print whole (translated on their own: translations/zh-CN/workers/), and the
+# text that PyTorch, torchrun or NVML print, which the Chinese edition quotes as it is: from a line
+# that names an error, a warning, a traceback or a torchrun log prefix to the next blank line. One
+# or two English words (a term in a table) are not looked for. What may stay (a run that begins with
+# one of these), and why:
+ALLOWED_OUTPUT_RUNS = {
+    "In input size output size": "05 runs source article 003's Model, which prints this",
+    "batch size in": "05 runs source article 002's forward, which prints this",
+    "backward reaches layer": "an event of workers/bucket_events.py (09), whose code stays English",
+    "all-reduce of bucket": "the same worker's other event",
+    "Shared Library Not Found": "NVML's message when there is no driver (01, 11)",
+    "Detected mismatch between collectives on ranks": "PyTorch's (11)",
+    "rank Detected mismatch between collectives on ranks": "the same, after the rank's label (11)",
+    "failed to pass": "PyTorch's monitoredBarrier message (11)",
+    "traceback To enable traceback": "torchrun's line without @record (08)",
+    "This flag results in an extra traversal": "DDP's find_unused_parameters warning (08)",
+    "Setting environment variable for each process": "torchrun's OMP_NUM_THREADS notice (07)",
+    "x mesh tp": "a layout's name, TP 8 x PP 4 x HSDP (2 x 2), before its mesh (14)",
+}
+CODE_LIKE = re.compile(
+    r"`[^`]*`|\{[^}]*\}|“[^”]*”|\"[^\"]*\"|'[^']*'|https?://\S+|<[^>]*>|\S*[_.()\[\]=:/\\]\S*|\b(?:True|False|None)\b"
+)
+THREE_WORDS = re.compile(r"\b[A-Za-z][a-z'-]*(?:[ ,]+[A-Za-z][a-z'-]*){2,}\b")
+QUOTES_FOREIGN_TEXT = re.compile(
+    r"Error\b|Warning\b|Exception\b|Traceback|^\s*File \"|EMMDD|Root Cause|torch\.\w+\.\w+"
+)
+
+
+def english_in_output(text: str) -> list[str]:
+    """The runs of English words in a Chinese notebook's output text, by the rules above."""
+    found, quoting = [], False
+    for line in text.splitlines():
+        quoting = bool(line.strip()) and (quoting or bool(QUOTES_FOREIGN_TEXT.search(line)))
+        if not quoting:
+            found += [" ".join(run.split()) for run in THREE_WORDS.findall(CODE_LIKE.sub(" ", line))]
+    return found
+
+
+def allowed(run: str) -> bool:
+    return any(run.startswith(allowed_run) for allowed_run in ALLOWED_OUTPUT_RUNS)
+
+
+def test_the_chinese_outputs_keep_no_english_beyond_code_quotations_and_the_allowed():
+    found = []
+    for path in sorted((ROOT / "notebooks" / "zh-CN").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code" or ("workers/" in source and ".read_text()" in source):
+                continue
+            for output in cell.get("outputs", []):
+                text = output.get("text") or output.get("data", {}).get("text/plain", "")
+                runs = english_in_output("".join(text)) if output["output_type"] != "error" else []
+                found += [f"{path.name} {cell.get('id')}: {run!r}" for run in runs if not allowed(run)]
+    assert found == []
+
+
+def test_the_output_detector_finds_a_label_and_spares_code_quotations_and_pytorchs_text():
+    assert english_in_output("Adam step counters      16        16") == ["Adam step counters"]
+    assert english_in_output("持有的字节数 bytes held per rank") == ["bytes held per rank"]
+    assert english_in_output("参数  132,352\ntorch.cuda.current_device()  is_cuda False") == []
+    warning = "UserWarning: There is an imbalance between your GPUs.\nYou may want to exclude GPU 1\n\n"
+    assert english_in_output(warning + "one more line here") == ["one more line here"]
