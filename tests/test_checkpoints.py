@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 import threading
 import zipfile
 
@@ -197,3 +200,15 @@ def test_a_missing_folder_is_explained_in_chinese_where_the_notebook_asks(monkey
         save_with_location({}, missing / "x.pt")
     with pytest.raises(FileNotFoundError, match=r"处没有检查点：请检查文件名和文件夹$"):
         storage_locations(missing / "x.pt")
+
+
+def test_the_next_save_removes_what_a_killed_save_left_and_only_that(tmp_path, state):
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # a process that no longer exists, as a save killed outright would be
+    left = tmp_path / f".model.pt.{ended.pid}.partial"
+    living = [tmp_path / f".other.pt.{os.getpid()}.partial", tmp_path / ".x.pt.1.partial"]
+    unrelated = [tmp_path / f"notes.{ended.pid}.partial", tmp_path / f".notes.{ended.pid}.txt"]
+    for path in [left, *living, *unrelated]:
+        path.write_bytes(b"half a checkpoint")
+    save_with_location(state, tmp_path / "x.pt", "cpu")
+    assert not left.exists() and all(p.exists() for p in [*living, *unrelated])

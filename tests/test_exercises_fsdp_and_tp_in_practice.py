@@ -136,3 +136,17 @@ def test_a_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     assert str(right).startswith(f"正确：{gathers} 次 all-gather（2 层 x 前向和反向 x 4 个微批量）")
     assert str(check_two_d_bytes(two_d_bytes() // 4)).startswith("未通过：这看起来是数值的个数")
     assert str(check_two_d_bytes(two_d_bytes())).startswith(f"正确：{two_d_bytes():,} 字节：每个权重")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"micro_batches": 0}, ValueError, "micro_batches must be at least 1, not 0"),
+        ({"layers": -2}, ValueError, "layers must be at least 1, not -2"),
+        ({"micro_batches": "4"}, TypeError, "micro_batches must be a whole number such as 2, not '4'"),
+        ({"layers": True}, TypeError, "layers must be a whole number"),
+    ],
+)
+def test_the_collective_count_refuses_counts_that_cannot_be(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        accumulation_collectives(**kwargs)

@@ -150,3 +150,29 @@ def test_the_truths():
     torch.testing.assert_close(
         state[2] / state[1][:, None], torch.nn.functional.scaled_dot_product_attention(q, k, v)
     )
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: bubble_fraction(0, 4), ValueError, "stages must be at least 1, not 0"),
+        (lambda: bubble_fraction(2, -1), ValueError, "micro_batches must be at least 1, not -1"),
+        (lambda: bubble_fraction("2", 4), TypeError, "stages must be a whole number such as 2, not '2'"),
+        (lambda: bubble_fraction(2, 2.5), TypeError, "micro_batches must be a whole number"),
+        (lambda: expected_split_sizes([0, 1], 1, True), TypeError, "world must be a whole number"),
+        (
+            lambda: expected_split_sizes([0, 5], 2, 2),
+            ValueError,
+            "expert 5 does not exist: 2 ranks hold experts 0 to 3",
+        ),
+        (lambda: expected_split_sizes([-1], 2, 2), ValueError, "expert -1 does not exist"),
+    ],
+)
+def test_the_reference_helpers_refuse_counts_that_cannot_be(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_the_reference_helpers_take_numpys_whole_numbers():
+    assert bubble_fraction(np.int64(2), 4) == 1 / 5
+    assert expected_split_sizes([0, 3, 3], np.int32(2), 2) == [1, 2]

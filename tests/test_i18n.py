@@ -46,11 +46,11 @@ def test_untranslated_and_fuzzy_entries_fall_back_to_english(tmp_path, monkeypat
     po.append(polib.POEntry(msgid="stale", msgstr="旧的", flags=["fuzzy"]))
     po.save(str(folder / "m.po"))
     monkeypatch.setattr(i18n, "LOCALE", tmp_path)
-    i18n.catalog.cache_clear()
+    i18n._catalog.cache_clear()
     try:
         assert i18n.catalog("zh-CN") == {"m": {"done": "完成"}}
     finally:
-        i18n.catalog.cache_clear()
+        i18n._catalog.cache_clear()
 
 
 def test_each_module_reads_its_own_catalog_and_a_constant_is_found_where_it_was_marked(monkeypatch):
@@ -156,3 +156,31 @@ def test_the_throughput_table_aligns_by_display_width_in_both_languages(monkeypa
     lines = format_table([{**row, "config": "one process"}, row]).splitlines()
     assert len({i18n.display_width(line) for line in lines}) == 1, lines
     assert ("配置" in lines[0]) == (language == "zh-CN")
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda: i18n.pad("x", "3"),
+            TypeError,
+            "width must be a number of columns, an int such as 17, not '3'",
+        ),
+        (lambda: i18n.pad("x", 3.5), TypeError, "width must be a number of columns"),
+        (lambda: i18n.pad("x", -1), TypeError, "width must be a number of columns"),
+        (lambda: i18n.pad("x", True), TypeError, "width must be a number of columns"),
+        (lambda: i18n.display_width(None), TypeError, "text must be a str, not NoneType"),
+        (lambda: i18n.spaced(b"x"), TypeError, "text must be a str, not bytes"),
+        (lambda: i18n.translated(None), TypeError, "message must be a str, not NoneType"),
+        (
+            lambda: i18n.catalog("fr"),
+            ValueError,
+            "the course's languages are en, zh-CN; 'fr' is not one of them",
+        ),
+        (lambda: i18n.catalog(["zh-CN"]), ValueError, "the course's languages are en, zh-CN"),
+        (lambda: i18n.catalog_folder(None), ValueError, "None is not one of them"),
+    ],
+)
+def test_bad_input_gets_an_error_that_names_the_argument(call, error, match):
+    with pytest.raises(error, match=re.escape(match)):
+        call()

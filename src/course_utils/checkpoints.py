@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 import types
 import zipfile
 from collections.abc import Callable
@@ -110,12 +111,37 @@ def _save_target(path: object) -> Path:
     return path
 
 
+_PARTIAL = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.partial$")  # .NAME.PID.partial, as _write_whole names them
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_partials(folder: Path) -> None:
+    """Remove the temporary files that saves killed outright (SIGKILL, out of memory) left in
+    `folder`: those whose writing process no longer exists."""
+    for entry in folder.iterdir():
+        match = _PARTIAL.match(entry.name)
+        if match and not _alive(int(match["pid"])):
+            entry.unlink(missing_ok=True)
+
+
 def _write_whole(path: Path, write: Callable[[Path], None]) -> None:
     """Run `write` on a temporary file beside `path`, then move it into place: never a partial file.
 
     If `write` raises (an object that cannot be pickled, a full disk), the temporary file is
-    removed and whatever `path` held before stays as it was.
+    removed and whatever `path` held before stays as it was. A save killed outright cannot remove
+    its own: the next save into the folder removes those of processes that no longer exist.
     """
+    _remove_stale_partials(path.parent)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")  # created as any new file is
     try:
         write(temporary)

@@ -39,15 +39,34 @@ def language() -> str:
     return chosen
 
 
+def _known(lang: object) -> str:
+    """`lang` if the course has that language, else a ValueError that lists the ones it has."""
+    if not isinstance(lang, str) or lang not in LANGUAGES:
+        raise ValueError(f"the course's languages are {', '.join(LANGUAGES)}; {lang!r} is not one of them")
+    return lang
+
+
+def _text(value: object, name: str) -> str:
+    """`value` if it is a str, else a TypeError that names `name`."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
 def catalog_folder(lang: str) -> Path:
     """The folder of `lang`'s catalogs, named as gettext names locales (zh-CN -> zh_CN)."""
-    return LOCALE / lang.replace("-", "_")
+    return LOCALE / _known(lang).replace("-", "_")
 
 
-@functools.cache
 def catalog(lang: str) -> dict[str, dict[str, str]]:
     """`lang`'s translations by module (a file's name: "exercises.ranks"), each English text -> its
     translation (untranslated or fuzzy: absent). One English text may read differently in two modules."""
+    return _catalog(_known(lang))
+
+
+@functools.cache
+def _catalog(lang: str) -> dict[str, dict[str, str]]:
+    """`catalog`, read once per language."""
     found: dict[str, dict[str, str]] = {}
     for path in sorted(catalog_folder(lang).glob("*.po")):
         found[path.stem] = {
@@ -65,6 +84,7 @@ def _module_of(frame: FrameType | None) -> str:
 
 
 def _in_language(message: str, module: str) -> str:
+    _text(message, "message")
     lang = language()
     if lang == ENGLISH:
         return message
@@ -100,11 +120,13 @@ _CODE_BEFORE_CJK = re.compile(f"(`[^`\n]+`)(?=[{_CJK}])")
 def spaced(text: str) -> str:
     """`text` with a space between each `code` span and a Chinese character it touches ("把`x`换成" ->
     "把 `x` 换成"), as Chinese technical writing sets code; English text is returned unchanged."""
+    _text(text, "text")
     return _CODE_BEFORE_CJK.sub(r"\1 ", _CODE_AFTER_CJK.sub(r" \1", text))
 
 
 def display_width(text: str) -> int:
     """How many columns `text` takes in a monospaced font: a Chinese (wide) character takes two."""
+    _text(text, "text")
     return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
 
 
@@ -113,6 +135,8 @@ def pad(text: object, width: int, align: str = "<") -> str:
     width-aware `f"{text:<width}"` that keeps a table of Chinese labels aligned."""
     if align not in ("<", ">"):
         raise ValueError(f'align must be "<" or ">", not {align!r}.')
+    if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+        raise TypeError(f"width must be a number of columns, an int such as 17, not {width!r}")
     text = str(text)
     room = " " * max(0, width - display_width(text))
     return text + room if align == "<" else room + text

@@ -114,6 +114,18 @@ def real_value(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def positive_count(value: object, name: str) -> int:
+    """`value` as an int if it is a whole number of at least 1 (ranks, stages, layers, micro-batches),
+    else an error that names `name`: the reference helpers' rule for their counts."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            _("{name} must be a whole number such as 2, not {value!r}").format(name=name, value=value)
+        )
+    if value < 1:
+        raise ValueError(_("{name} must be at least 1, not {value!r}").format(name=name, value=value))
+    return int(value)
+
+
 def whole_number_hint(value: object, what: str) -> str:
     """A hint for an answer that should be a whole number but is not an integer."""
     if isinstance(value, float | np.floating) or (

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from course_utils.exercises import CheckResult, failed, integral_value, passed, whole_number_hint
+from course_utils.exercises import (
+    CheckResult,
+    failed,
+    integral_value,
+    passed,
+    positive_count,
+    whole_number_hint,
+)
 from course_utils.i18n import _
 
 # Exercise 1: notebook 13's MLP (two Linear layers, each fully_shard-ed, then the root), default
@@ -37,6 +44,7 @@ def accumulation_collectives(micro_batches: int = MICRO_BATCHES, layers: int = F
     Every micro-batch gathers each layer in forward and again in backward (the layers reshard
     after forward); only the last one, with gradient sync on, reduce-scatters each layer's gradient.
     """
+    micro_batches, layers = positive_count(micro_batches, "micro_batches"), positive_count(layers, "layers")
     return 2 * layers * micro_batches, layers
 
 

@@ -18,6 +18,7 @@ from course_utils.exercises import (
     integral_list,
     not_a_function,
     passed,
+    positive_count,
     real_value,
 )
 from course_utils.i18n import _
@@ -38,6 +39,7 @@ ROUTINGS = (
 
 def bubble_fraction(stages: int, micro_batches: int) -> float:
     """The idle part of each stage's step under GPipe or 1F1B with equal passes: (p-1)/(m+p-1)."""
+    stages, micro_batches = positive_count(stages, "stages"), positive_count(micro_batches, "micro_batches")
     return (stages - 1) / (micro_batches + stages - 1)
 
 
@@ -147,8 +149,18 @@ def check_online_softmax(update: Any) -> CheckResult:
 
 def expected_split_sizes(expert: list[int], experts_per_rank: int, world: int) -> list[int]:
     """Tokens for each rank when rank r holds experts r*experts_per_rank ... (r+1)*experts_per_rank - 1."""
+    experts_per_rank, world = (
+        positive_count(experts_per_rank, "experts_per_rank"),
+        positive_count(world, "world"),
+    )
     sizes = [0] * world
     for e in expert:
+        if not 0 <= e < experts_per_rank * world:
+            raise ValueError(
+                _("expert {e} does not exist: {world} ranks hold experts 0 to {last}").format(
+                    e=e, world=world, last=experts_per_rank * world - 1
+                )
+            )
         sizes[e // experts_per_rank] += 1
     return sizes
 
