@@ -18,6 +18,8 @@ import sys
 import threading
 import tomllib
 import venv
+import zipfile
+from pathlib import Path
 
 import links
 import pytest
@@ -87,10 +89,17 @@ def course_source(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(ROOT / "src", source / "src", ignore=skip)
-    shutil.copytree(ROOT / "notebooks" / "workers", source / "notebooks" / "workers", ignore=skip)
+    copy_package_files(source)
     return source
+
+
+def copy_package_files(destination: Path) -> None:
+    """What the package is built from: src/ and both editions' workers (the Chinese edition's are links
+    to translations/ and to the English ones, copied as the files they name)."""
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(ROOT / "src", destination / "src", ignore=skip)
+    for workers in (Path("notebooks") / "workers", Path("notebooks") / "zh-CN" / "workers"):
+        shutil.copytree(ROOT / workers, destination / workers, ignore=skip)
 
 
 def test_the_cell_is_at_most_six_lines_and_names_the_source_once():
@@ -226,8 +235,27 @@ def test_every_package_under_src_is_built_and_the_workers_travel_with_it():
     under_src = {
         ".".join(init.parent.relative_to(ROOT / "src").parts) for init in (ROOT / "src").rglob("__init__.py")
     }
-    assert set(settings["packages"]) == under_src | {"course_utils.workers"}
+    assert set(settings["packages"]) == under_src | {"course_utils.workers", "course_utils.workers_zh"}
     assert settings["package-dir"]["course_utils.workers"] == "notebooks/workers"
+    assert settings["package-dir"]["course_utils.workers_zh"] == "notebooks/zh-CN/workers"
+
+
+def test_the_chinese_notebooks_get_the_chinese_workers_from_the_package_or_the_clone(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    assert setup.packaged_workers().name == "workers_zh"
+    clone = tmp_path / "clone"
+    for folder, text in (
+        ("notebooks/workers", '"""English."""\n'),
+        ("notebooks/zh-CN/workers", '"""中文。"""\n'),
+    ):
+        (clone / folder).mkdir(parents=True)
+        (clone / folder / "who_am_i.py").write_text(text, encoding="utf-8")
+    setup.fetch_workers(str(clone), tmp_path / "zh", packaged=tmp_path / "none")
+    assert (tmp_path / "zh" / "workers" / "who_am_i.py").read_text(encoding="utf-8") == '"""中文。"""\n'
+    monkeypatch.setenv("COURSE_LANGUAGE", "en")
+    assert setup.packaged_workers().name == "workers"
+    setup.fetch_workers(str(clone), tmp_path / "en", packaged=tmp_path / "none")
+    assert (tmp_path / "en" / "workers" / "who_am_i.py").read_text(encoding="utf-8") == '"""English."""\n'
 
 
 @pytest.fixture(scope="module")
@@ -241,9 +269,7 @@ def course_wheel(tmp_path_factory):
     (copy / "pyproject.toml").write_text(
         PYPROJECT.replace('version = "0.1.0"', f'version = "{WHEEL_VERSION}"')
     )
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(ROOT / "src", copy / "src", ignore=skip)
-    shutil.copytree(ROOT / "notebooks" / "workers", copy / "notebooks" / "workers", ignore=skip)
+    copy_package_files(copy)
     wheels = tmp_path_factory.mktemp("wheels")
     build = "import sys; from setuptools import build_meta; print(build_meta.build_wheel(sys.argv[1]))"
     built = subprocess.run(
@@ -251,6 +277,19 @@ def course_wheel(tmp_path_factory):
     )
     assert built.returncode == 0, built.stderr
     return wheels / built.stdout.splitlines()[-1]
+
+
+def test_the_wheel_carries_both_editions_workers(course_wheel):
+    with zipfile.ZipFile(course_wheel) as wheel:
+        names = set(wheel.namelist())
+        chinese = wheel.read("course_utils/workers_zh/who_am_i.py").decode()
+    for edition in ("workers", "workers_zh"):
+        assert {
+            f"course_utils/{edition}/{p.name}" for p in (ROOT / "notebooks" / "workers").glob("*.py")
+        } <= names
+    assert chinese == (ROOT / "translations" / "zh-CN" / "workers" / "who_am_i.py").read_text(
+        encoding="utf-8"
+    )
 
 
 @pytest.fixture

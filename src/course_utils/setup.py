@@ -30,6 +30,17 @@ from pathlib import Path
 SUPPORTED_TORCH = ">=2.9,<2.16"
 DISTRIBUTION = "course-utils"
 WORKERS = "workers"  # the folder, beside the notebook, that holds the scripts notebooks start
+# Where the installed package keeps them, by the notebook's language (COURSE_LANGUAGE, which the set-up
+# cell sets): the Chinese edition's have their comments and docstrings in Chinese, the same code.
+PACKAGED_WORKERS = {"en": "workers", "zh-CN": "workers_zh"}
+CLONE_WORKERS = {"en": Path("notebooks") / WORKERS, "zh-CN": Path("notebooks") / "zh-CN" / WORKERS}
+
+
+def _edition() -> str:
+    """The notebook's language as the set-up cell set it; English for anything else (i18n, which
+    checks it, may not be importable yet: polib comes with the requirements)."""
+    chosen = os.environ.get("COURSE_LANGUAGE", "").strip()
+    return chosen if chosen in PACKAGED_WORKERS else "en"
 
 
 def _(message: str) -> str:
@@ -151,15 +162,17 @@ def install_requirements(install: Callable[..., None] = pip_install) -> str:
 
 
 def packaged_workers() -> Path:
-    """The worker scripts inside the installed package (course_utils/workers/, from notebooks/workers/)."""
-    return Path(__file__).resolve().parent / WORKERS
+    """The worker scripts inside the installed package in the notebook's language: course_utils/workers/
+    (from notebooks/workers/), or course_utils/workers_zh/ (from notebooks/zh-CN/workers/)."""
+    return Path(__file__).resolve().parent / PACKAGED_WORKERS[_edition()]
 
 
 def fetch_workers(source: str, folder: Path, packaged: Path | None = None) -> str:
     """Put the course's worker scripts into `folder/workers` unless they are there; say what was done.
 
     They come from the installed package, so nothing is downloaded; an editable install from a
-    clone has none there, and `source` (the clone's folder) holds them in notebooks/workers.
+    clone has none there, and `source` (the clone's folder) holds them in notebooks/workers (the
+    Chinese notebooks': notebooks/zh-CN/workers).
     """
     if not isinstance(source, str | os.PathLike):
         _text(source, "source", "'git+https://github.com/OWNER/NAME' or a folder")
@@ -170,7 +183,7 @@ def fetch_workers(source: str, folder: Path, packaged: Path | None = None) -> st
     destination = Path(folder) / WORKERS
     if destination.is_dir() and any(destination.glob("*.py")):
         return _("worker scripts already in {folder}").format(folder=destination)
-    for found in (packaged or packaged_workers(), Path(source) / "notebooks" / WORKERS):
+    for found in (packaged or packaged_workers(), Path(source) / CLONE_WORKERS[_edition()]):
         if found.is_dir() and any(found.glob("*.py")):
             shutil.copytree(found, destination, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
             return _("copied the worker scripts to {folder}").format(folder=destination)
