@@ -449,18 +449,21 @@ def _start_method_and_reason(fn: Callable[..., Any] | None = None, args: tuple =
             "CUDA is initialised in this process, so the launcher cannot fork (a forked child "
             "cannot use its parent's CUDA context) and must spawn fresh interpreters. "
         )
-    can_spawn = fn is None or _spawnable(fn, args) or _shipped(fn, args) is not None
-    if _fork_loses_cuda() and can_spawn:
-        return "spawn", _(
+    if _fork_loses_cuda():
+        why = _(
             "The CUDA driver has been started in this process, and a child forked after that "
             "cannot use CUDA, so the launcher spawns fresh interpreters. "
         )
-    if _autograd_threads_started() and can_spawn:
-        return "spawn", _(
+    elif _autograd_threads_started():
+        why = _(
             "autograd's GPU threads run in this process (the first backward() on a machine with "
             "a GPU starts them), and a child forked after that cannot run backward(), so the "
             "launcher spawns fresh interpreters. "
         )
+    else:
+        return "fork", ""
+    if fn is None or _spawnable(fn, args) or _shipped(fn, args) is not None:
+        return "spawn", why
     return "fork", ""
 
 
