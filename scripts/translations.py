@@ -652,7 +652,7 @@ def build_workers(root: Path = ROOT) -> list[str]:
     translated = {p.name: p for p in worker_translations(root)}
     wanted = {p.name for p in english_workers(root)}
     written = []
-    for stale in sorted(p for p in target.iterdir() if p.name not in wanted):
+    for stale in sorted(p for p in _entries(target) if p.name not in wanted):
         stale.unlink()
         written.append(f"{stale.relative_to(root)}: removed (no such English file)")
     for name in sorted(wanted):
@@ -667,6 +667,12 @@ def build_workers(root: Path = ROOT) -> list[str]:
     return written
 
 
+def _entries(folder: Path) -> list[Path]:
+    """The files and links in `folder`; not its folders, such as the __pycache__ that Python writes
+    beside a worker that a Chinese notebook imports."""
+    return [p for p in folder.iterdir() if p.is_symlink() or not p.is_dir()]
+
+
 def worker_link(name: str, translated: bool) -> str:
     """Where notebooks/zh-CN/workers/NAME points: its translation, or the English file without one."""
     return f"../../../{(WORKER_TRANSLATIONS / name).as_posix()}" if translated else f"../../workers/{name}"
@@ -679,7 +685,7 @@ def workers_built(root: Path = ROOT) -> bool:
         return False
     translated = {p.name for p in worker_translations(root)}
     names = {p.name for p in english_workers(root)}
-    if {p.name for p in target.iterdir()} != names:
+    if {p.name for p in _entries(target)} != names:
         return False
     return all(
         (target / name).is_symlink() and os.readlink(target / name) == worker_link(name, name in translated)

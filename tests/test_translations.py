@@ -330,7 +330,9 @@ def test_translated_workers_are_built_as_links_beside_links_to_the_english_ones(
     built = workers / "notebooks" / "zh-CN" / "workers"
     assert (built / "w.py").read_text(encoding="utf-8") == CHINESE_WORKER  # through a link to it
     assert (built / "job.sbatch").read_text(encoding="utf-8") == ENGLISH_BATCH  # the English, linked
+    (built / "__pycache__").mkdir()  # what importing a worker from a Chinese notebook leaves
     assert translations.worker_problems(workers) == [] and translations.build_workers(workers) == []
+    assert (built / "__pycache__").is_dir()
     (built / "w.py").unlink()
     (built / "w.py").write_text(CHINESE_WORKER + "# 手改\n", encoding="utf-8")  # a copy, edited by hand
     assert translations.worker_problems(workers)[-1].endswith("run `course.py translate build`")
