@@ -113,7 +113,7 @@ def measure(name: str, cmd: Sequence[str | Path], *, with_root: bool = True) -> 
 
 
 # What this machine's speed was while it measured: the budgets are for a 2-core machine at its usual
-# speed, and the same commit has measured 1.5-3x slower on a slow day (CONTRIBUTING.md).
+# speed, and that drifts (one Python loop took 0.5 to 1.3 s within an hour: CONTRIBUTING.md).
 SPEED_PROBES = {
     "import torch": "import torch",
     "a Python loop of 10 million steps": "total = 0\nfor step in range(10_000_000):\n    total += step",

@@ -167,7 +167,7 @@ def test_the_throughput_table_aligns_by_display_width_in_both_languages(monkeypa
             "width must be a number of columns, an int such as 17, not '3'",
         ),
         (lambda: i18n.pad("x", 3.5), TypeError, "width must be a number of columns"),
-        (lambda: i18n.pad("x", -1), TypeError, "width must be a number of columns"),
+        (lambda: i18n.pad("x", -1), ValueError, "width must be a number of columns, 0 or more, not -1"),
         (lambda: i18n.pad("x", True), TypeError, "width must be a number of columns"),
         (lambda: i18n.display_width(None), TypeError, "text must be a str, not NoneType"),
         (lambda: i18n.spaced(b"x"), TypeError, "text must be a str, not bytes"),

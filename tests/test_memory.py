@@ -136,3 +136,5 @@ def test_a_tables_labels_follow_the_notebooks_language_and_the_keys_stay(monkeyp
     assert [line_label(line) for line in LINES] == labels
     with pytest.raises(ValueError, match=r"parameters, gradients, optimizer state, activations.*'weights'"):
         line_label("weights")
+    with pytest.raises(ValueError, match=r"\['activations'\]"):
+        line_label(["activations"])

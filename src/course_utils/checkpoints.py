@@ -115,7 +115,7 @@ _PARTIAL = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.partial$")  # .NAME.PID.partial,
 
 
 def _alive(pid: int) -> bool:
-    """Whether a process `pid` exists (one of another user's counts)."""
+    """Whether process `pid` exists on this machine (a process of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -127,7 +127,8 @@ def _alive(pid: int) -> bool:
 
 def _remove_stale_partials(folder: Path) -> None:
     """Remove the temporary files that saves killed outright (SIGKILL, out of memory) left in
-    `folder`: those whose writing process no longer exists."""
+    `folder`: those whose writing process no longer exists on this machine (the course's saves
+    run on one machine; a folder that other machines write into at the same time is not for this)."""
     for entry in folder.iterdir():
         match = _PARTIAL.match(entry.name)
         if match and not _alive(int(match["pid"])):

@@ -135,8 +135,10 @@ def pad(text: object, width: int, align: str = "<") -> str:
     width-aware `f"{text:<width}"` that keeps a table of Chinese labels aligned."""
     if align not in ("<", ">"):
         raise ValueError(f'align must be "<" or ">", not {align!r}.')
-    if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+    if isinstance(width, bool) or not isinstance(width, int):
         raise TypeError(f"width must be a number of columns, an int such as 17, not {width!r}")
+    if width < 0:
+        raise ValueError(f"width must be a number of columns, 0 or more, not {width!r}")
     text = str(text)
     room = " " * max(0, width - display_width(text))
     return text + room if align == "<" else room + text

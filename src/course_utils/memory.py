@@ -30,7 +30,7 @@ _LABELS = {
 
 def line_label(line: str) -> str:
     """How a table names one of `LINES`, in the notebook's language (the keys stay English)."""
-    if line not in _LABELS:
+    if not isinstance(line, str) or line not in _LABELS:
         raise ValueError(
             _("line must be one of {lines}, not {line!r}").format(lines=", ".join(LINES), line=line)
         )
