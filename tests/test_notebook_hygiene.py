@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 from notebook_hygiene import (
@@ -315,3 +316,31 @@ def test_the_helper_map_checker_catches_stale_rows(tmp_path):
         "99_x.ipynb: tests/test_devices.py does not exist"
     ]
     assert "no section" in helper_table_problems({}, "# nothing", tmp_path)[0]
+
+
+PLACEHOLDER = re.compile(r"^\s*\w+\s*=\s*(None|\.\.\.)\s*#", re.MULTILINE)
+
+
+def exercise_placeholders(nb: dict) -> set[str]:
+    """The placeholders (`x = ...  # your answer`) of the cells that call an exercise check."""
+    return {
+        found
+        for cell in nb["cells"]
+        if cell["cell_type"] == "code" and "check_" in "".join(cell["source"])
+        for found in PLACEHOLDER.findall("".join(cell["source"]))
+    }
+
+
+def test_every_exercise_leaves_its_answer_as_an_ellipsis():
+    found = {
+        path.name: exercise_placeholders(json.loads(path.read_text(encoding="utf-8"))) for path in NOTEBOOKS
+    }
+    assert {name: kinds for name, kinds in found.items() if kinds - {"..."}} == {}
+    assert (
+        found["05_data_parallel.ipynb"] == found["10_beyond_ddp.ipynb"] == {"..."}
+    )  # the detector sees them
+    cell = {
+        "cell_type": "code",
+        "source": ["my_sizes = None  # your prediction\n", "check_replica_sizes(my_sizes)"],
+    }
+    assert exercise_placeholders({"cells": [cell]}) == {"None"}
