@@ -304,3 +304,20 @@ def helper_table_problems(notebooks: dict[str, dict], contributing: str, root: P
         f"the table lists {name}, which does not exist" for name in sorted(set(table) - set(notebooks))
     ]
     return problems
+
+
+READING_WORDS_PER_MINUTE = 200
+
+
+def reading_minutes(nb: dict) -> int:
+    """About how long a notebook takes to read, as 00's map says: its markdown's words and its code's
+    lines (two words each) at READING_WORDS_PER_MINUTE, to the nearest 5 minutes, at least 5."""
+    words = sum(len(cell_text(c).split()) for c in nb["cells"] if c["cell_type"] == "markdown")
+    lines = sum(len(cell_text(c).splitlines()) for c in nb["cells"] if c["cell_type"] == "code")
+    return max(5, 5 * round((words + 2 * lines) / READING_WORDS_PER_MINUTE / 5))
+
+
+def map_minutes(markdown: str) -> dict[str, int]:
+    """The reading time that each row of 00's course map gives, by notebook number."""
+    rows = re.findall(r"^\| (\d\d) .*\| \D*(\d+) \D*\|$", markdown, flags=re.MULTILINE)
+    return {number: int(minutes) for number, minutes in rows}

@@ -9,11 +9,14 @@ import re
 import pytest
 from notebook_hygiene import (
     ROOT,
+    cell_text,
     course_metadata_problems,
     helper_row,
     helper_table_problems,
+    map_minutes,
     notebook_problems,
     notebooks_where,
+    reading_minutes,
     readme_notebook_table,
     readme_order_problems,
 )
@@ -344,3 +347,15 @@ def test_every_exercise_leaves_its_answer_as_an_ellipsis():
         "source": ["my_sizes = None  # your prediction\n", "check_replica_sizes(my_sizes)"],
     }
     assert exercise_placeholders({"cells": [cell]}) == {"None"}
+
+
+def test_the_course_map_gives_each_notebooks_reading_time_in_both_editions():
+    wanted = {
+        path.name[:2]: reading_minutes(json.loads(path.read_text(encoding="utf-8"))) for path in NOTEBOOKS
+    }
+    for edition in (NOTEBOOKS, CHINESE):
+        start = json.loads(edition[0].read_text(encoding="utf-8"))
+        course_map = next(cell_text(c) for c in start["cells"] if "| 15 " in cell_text(c))
+        assert map_minutes(course_map) == wanted, f"{edition[0]}: write these reading times into the map"
+    assert map_minutes("| 05 data parallel | how it splits | 25 min |\n| 06 x | y |") == {"05": 25}
+    assert reading_minutes({"cells": [{"cell_type": "markdown", "source": ["word " * 3000]}]}) == 15
