@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import course_shell
+import psutil
 import pytest
 
 import course
@@ -79,11 +81,18 @@ def terminal() -> Iterator[tuple[int, int]]:
     os.close(slave)
 
 
+# What a terminal's shell gives a program it starts: no signal blocked. A signal mask survives fork
+# and exec, so without this the driver (and the child it starts) would inherit whatever this pytest
+# process has blocked at the moment, and a blocked SIGINT makes Ctrl-C reach nobody.
+UNBLOCKED = "import signal; signal.pthread_sigmask(signal.SIG_SETMASK, set())\n"
+
+
 def start_driver(driver: str, tty: int, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """`python -c driver` in a session of its own that may take `tty` as its terminal; the session is
-    killed after WAIT seconds unless `finish` (or the test) cancels its watchdog first."""
+    """`python -c driver` in a session of its own that may take `tty` as its terminal, with no signal
+    blocked; the session is killed after WAIT seconds unless `finish` (or the test) cancels its
+    watchdog first."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", driver],
+        [sys.executable, "-c", UNBLOCKED + driver],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -140,11 +149,34 @@ def finish(proc: subprocess.Popen[str], stdin: str = "") -> tuple[int, str, str]
     return proc.returncode, out, err
 
 
+def signal_state(pid: int) -> str:
+    """A process's blocked, ignored and caught signals and its process group, for a failure's report."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        return f"pid {pid} group {os.getpgid(pid)}: " + ", ".join(
+            line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn", "SigCgt"))
+        )
+    except OSError as err:
+        return f"pid {pid}: {err}"
+
+
+def answer_within(proc: subprocess.Popen[str], master: int, seconds: float = 20.0) -> str:
+    """The next line course.py's stdout gives within `seconds`; if none, a failure that shows where a
+    Ctrl-C could have been lost (the terminal's foreground group, each process's signal state)."""
+    assert proc.stdout is not None
+    if select.select([proc.stdout], [], [], seconds)[0]:
+        return proc.stdout.readline()
+    family = [proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))]
+    report = [f"terminal's foreground group {os.tcgetpgrp(master)}", *map(signal_state, family)]
+    finish(proc)
+    raise AssertionError(f"no answer to Ctrl-C within {seconds:g} s; " + "; ".join(report))
+
+
 def test_ctrl_c_goes_to_the_child_once_and_course_py_outlives_its_question(terminal):
     master, slave = terminal
     proc = start_course_run(ASKS_ON_CTRL_C, slave)
     os.write(master, CTRL_C)  # the terminal sends SIGINT to course.py and the child, from the kernel
-    assert proc.stdout.readline() == "Shut down (y/[n])?\n"
+    assert answer_within(proc, master) == "Shut down (y/[n])?\n"
     assert proc.poll() is None, "course.py must wait while the child carries on"
     status, out, err = finish(proc, "3\n")  # the child's answer, then its exit status
     assert (status, out, err) == (3, "", ""), "the question came once: course.py did not pass Ctrl-C on"

@@ -95,6 +95,10 @@ def test_the_cnn_refuses_a_batch_that_does_not_split():
 
 def _spawned_rank(index: int, out: str, port: int, interface: str | None) -> None:
     """One rank under `mp.start_processes`: no launcher hosts the store, the variables set by hand."""
+    # Forked from this pytest process, whose OpenMP threads the child does not have: an OpenMP
+    # region in the child could wait for them for ever (the course launcher does the same for its
+    # forked ranks).
+    torch.set_num_threads(1)
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(index), LOCAL_RANK=str(index), WORLD_SIZE="2"
     )
