@@ -80,9 +80,10 @@ def test_without_a_crash_nothing_restarts(tmp_path):
 
 
 def test_the_cnn_learns_the_same_curve_on_one_and_two_ranks():
-    """Notebook 08's end-to-end run: the same effective batch gives the same loss at every step."""
-    (one,) = launch(train_cnn, nprocs=1, args=(32, 1), timeout=120)
-    two = launch(train_cnn, nprocs=2, args=(32, 1), timeout=120)
+    """Notebook 08's end-to-end run: the same effective batch gives the same loss at every step
+    (on the CPU, `--cpu`: a machine with one GPU has no GPU for the second rank)."""
+    (one,) = launch(train_cnn, nprocs=1, args=(32, 1, True), timeout=120)
+    two = launch(train_cnn, nprocs=2, args=(32, 1, True), timeout=120)
     assert len(one["losses"]) == 16 and one["world size"] == 1 and two[0]["world size"] == 2
     assert two[0]["losses"] == pytest.approx(one["losses"], abs=1e-4)
     assert two[0]["losses"][-1] < one["losses"][0]  # it learns
@@ -90,7 +91,7 @@ def test_the_cnn_learns_the_same_curve_on_one_and_two_ranks():
 
 def test_the_cnn_refuses_a_batch_that_does_not_split():
     with pytest.raises(WorkerError, match="--effective-batch 33 does not split into 2 equal parts"):
-        launch(train_cnn, nprocs=2, args=(33, 1), timeout=120)
+        launch(train_cnn, nprocs=2, args=(33, 1, True), timeout=120)
 
 
 def _spawned_rank(index: int, out: str, port: int, interface: str | None) -> None:
@@ -151,7 +152,8 @@ def test_the_cnn_takes_the_gpu_of_its_local_rank(one_fake_gpu):
 
 
 def test_the_cnn_trains_on_the_cpu_without_cuda(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # what a forked rank inherits
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # what a spawned one sees (a GPU machine spawns)
     assert pick_device(3) == torch.device("cpu")
     (report,) = launch(train_cnn, nprocs=1, args=(32, 1), timeout=120)
     assert report["device"] == "cpu"

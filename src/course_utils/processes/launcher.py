@@ -95,6 +95,10 @@ _PROC_TASKS = "/proc/self/task"  # this process's threads, each with its name in
 # child's backward() raises "Unable to handle autograd's threading in combination with fork".
 _AUTOGRAD_THREAD_PREFIX = "pt_autograd_"
 _STORE_TIMEOUT_FLOOR_SECONDS = 30.0
+# The timeout counts from the moment every rank is ready to call the function: a spawned rank
+# first imports PyTorch, which takes seconds on a busy machine. A rank that never gets there is
+# stopped this long after the timeout would have ended had it counted from the start.
+_START_ALLOWANCE_SECONDS = 60.0
 MAX_NPROCS = 64  # more processes than one machine runs usefully (each has its pipes and its fork)
 _HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
 _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
@@ -576,8 +580,11 @@ def _bootstrap(
     parent_pid: int,
     inherited_fds: tuple[int, ...],
     forked: bool,
+    ready: Any,
+    index: int,
 ) -> None:
-    """Run in each worker: set torchrun's environment, call fn, send the result or the error."""
+    """Run in each worker: set torchrun's environment, say it is ready, call fn, send the result or
+    the error (`ready[index]` is set in memory shared with the launcher, which starts the clock)."""
     if _HOLD_INTERRUPTS:  # held by the parent while it forked: a worker takes them as usual
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)
     isolate(parent_pid)
@@ -587,6 +594,7 @@ def _bootstrap(
     os.environ.update(env)
     if forked or env.get("OMP_NUM_THREADS") == "1":  # a fork cannot use its parent's OpenMP pool
         torch.set_num_threads(1)  # and the variable acts only at start-up: told directly
+    ready[index] = 1
     try:
         try:
             result = fn(*args)
@@ -757,21 +765,28 @@ def _collect(
     inboxes: Sequence[_Inbox],
     timeout: float,
     method: str,
+    ready: Any,
 ) -> list[Any]:
     """Wait for every rank's result; raise shortly after the first failure, or when time runs out.
 
     Every pass (at most `POLL_SECONDS` apart) reads what the pipes hold and looks at every
     rank's exit code: a rank's death is seen even while processes it started hold its pipe open.
+    The timeout, and the window in which failures are gathered, count from the moment every rank
+    is ready (`ready`, set by each rank) or already ended, so a spawned rank's start-up is not
+    counted against it.
     """
     nprocs = len(processes)
     results: dict[int, Any] = {}
     failures: dict[int, WorkerError] = {}
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout + _START_ALLOWANCE_SECONDS  # until every rank is ready
+    all_ready = False
     report_at: float | None = None
     while True:
         pending = [r for r in range(nprocs) if r not in results and r not in failures]
         now = time.monotonic()
-        if report_at is not None and (not pending or now >= report_at or now >= deadline):
+        if not all_ready and all(ready[r] or r not in pending for r in range(nprocs)):
+            all_ready, deadline = True, min(deadline, now + timeout)
+        if failures and (not pending or (report_at is not None and now >= report_at) or now >= deadline):
             raise _first_failure(failures)
         if not pending:
             return [results[rank] for rank in range(nprocs)]
@@ -803,7 +818,7 @@ def _collect(
                 hint = translated(_SPAWN_HINT) if method == "spawn" and exitcode == 1 else ""
                 failures[rank] = WorkerError(rank, nprocs, None, _describe_exit(exitcode), hint=hint)
                 signal_group(proc.pid, KILL, running=False)  # what it started is of no use now
-        if failures and report_at is None:
+        if failures and report_at is None and all_ready:
             report_at = time.monotonic() + _FAILURE_WINDOW_SECONDS
 
 
@@ -828,8 +843,9 @@ def launch(
     Raises:
         WorkerError: a rank raised (or died); it names the rank and carries the message and
             the traceback. The other ranks are stopped at once.
-        LaunchTimeoutError: not every rank finished within `timeout` seconds; it lists those
-            still running. All ranks are stopped.
+        LaunchTimeoutError: not every rank finished within `timeout` seconds, counted from the
+            moment every rank is ready to call `fn` (a spawned rank first imports PyTorch); it
+            lists those still running. All ranks are stopped.
         LaunchError: `master_port` is taken, or spawn cannot run `fn` (a notebook function with
             method="spawn", or one that cloudpickle cannot take where fork is unsafe).
         TypeError, ValueError: bad arguments.
@@ -868,6 +884,7 @@ def launch(
     store: TCPStore | None = None
     processes: list[mp.process.BaseProcess] = []
     inboxes: list[_Inbox] = []
+    ready = ctx.RawArray("b", nprocs)  # set by each rank once it is about to call fn
     finished = False
     try:
         for rank in range(nprocs):
@@ -879,7 +896,7 @@ def launch(
             )
             proc = ctx.Process(
                 target=_bootstrap,
-                args=(fn, args, env, child_end, os.getpid(), inherited, method == "fork"),
+                args=(fn, args, env, child_end, os.getpid(), inherited, method == "fork", ready, rank),
                 name=f"rank{rank}",
                 daemon=False,  # a daemonic worker could not start DataLoader workers
             )
@@ -906,7 +923,7 @@ def launch(
             timeout=timedelta(seconds=max(timeout, _STORE_TIMEOUT_FLOOR_SECONDS)),
             master_listen_fd=listener.detach(),
         )
-        results = _collect(processes, inboxes, timeout, method)
+        results = _collect(processes, inboxes, timeout, method, ready)
         finished = True
         return results
     finally:
