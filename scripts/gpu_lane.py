@@ -248,21 +248,32 @@ def unpack_wheels(wheels: Path, names: list[str], site: Path) -> None:
 
 
 def lane_environment(site: Path, results: Path) -> dict[str, str]:
-    """The environment of pytest, its workers and the notebooks' kernels: the wheels, src/ and scripts/."""
+    """The environment of pytest, its workers and the notebooks' kernels: the wheels, src/ and scripts/.
+
+    pytest-benchmark, which a GPU machine may have, is kept out of every pytest started there: it
+    warns under xdist, and the course's settings make a warning an error.
+    """
     paths = [str(site), str(ROOT / "src"), str(ROOT / "scripts")]
     if os.environ.get("PYTHONPATH"):
         paths.append(os.environ["PYTHONPATH"])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "COURSE_GPU_LANE_RESULTS": str(results)}
+    options = " ".join(filter(None, ["-p no:benchmark", os.environ.get("PYTEST_ADDOPTS", "")]))
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "PYTEST_ADDOPTS": options,
+        "COURSE_GPU_LANE_RESULTS": str(results),
+    }
 
 
 # Run in the lane's environment: the machine, torch's build, the GPUs and where each package comes from.
 INVENTORY = r"""
 import importlib.metadata, importlib.util, json, os, platform, sys
-site, names = sys.argv[1], json.loads(sys.argv[2])
+from packaging.specifiers import SpecifierSet
+site, names, ranges = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 found = {"python": sys.version.split()[0], "platform": platform.platform(),
          "cpus": len(os.sched_getaffinity(0)),
          "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
-packages, missing = {}, []
+packages, missing, outside = {}, [], []
 for name in names:
     try:
         dist = importlib.metadata.distribution(name)
@@ -272,8 +283,10 @@ for name in names:
     where = os.path.realpath(str(dist.locate_file("")))
     origin = "lane" if where == os.path.realpath(site) else "machine"
     packages[name] = {"version": dist.version, "from": origin}
+    if ranges.get(name) and not SpecifierSet(ranges[name]).contains(dist.version, prereleases=True):
+        outside.append(f"{name} {dist.version} (the course needs {ranges[name]})")
 spec = importlib.util.find_spec("course_utils")
-found.update(packages=packages, missing=missing, course_utils=spec.origin if spec else None)
+found.update(packages=packages, missing=missing, outside=outside, course_utils=spec.origin if spec else None)
 import torch
 found["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda,
                   "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
@@ -295,10 +308,26 @@ print(json.dumps(found))
 """
 
 
-def inventory(env: dict[str, str], site: Path, names: list[str]) -> dict[str, Any]:
-    """What INVENTORY finds in the lane's environment (a child process: CUDA starts there, not here)."""
+def course_ranges(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
+    """The versions the course accepts, by distribution: its requirements and its test extra's, and
+    for torch the supported range (`[tool.course] supported-torch`), not the pin of the stored outputs."""
+    from packaging.requirements import Requirement  # pytest needs packaging: every machine here has it
+
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    project = config["project"]
+    requirements = [Requirement(r) for r in [*project["dependencies"], *requirements_for_tests(project)]]
+    ranges = {normalize(r.name): str(r.specifier) for r in requirements if r.specifier}
+    return ranges | {"torch": config["tool"]["course"]["supported-torch"]}
+
+
+def inventory(
+    env: dict[str, str], site: Path, names: list[str], ranges: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """What INVENTORY finds in the lane's environment (a child process: CUDA starts there, not here),
+    with each package whose version lies outside `ranges` (None: the course's)."""
+    ranges = course_ranges() if ranges is None else ranges
     probe = subprocess.run(
-        [sys.executable, "-c", INVENTORY, str(site), json.dumps(names)],
+        [sys.executable, "-c", INVENTORY, str(site), json.dumps(names), json.dumps(ranges)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -327,6 +356,12 @@ def describe_machine(found: dict[str, Any]) -> list[str]:
     )
     if found["missing"]:
         lines.append(f"MISSING (neither brought nor on the machine): {', '.join(found['missing'])}")
+    if found["outside"]:
+        lines.append(
+            f"OUTSIDE THE COURSE'S RANGE: {', '.join(found['outside'])}. A student would not run this: "
+            f"take it out of {TARGET_LIST.relative_to(ROOT)} so that `prepare` brings it "
+            "(torch: use a supported build)."
+        )
     return lines
 
 
@@ -470,7 +505,8 @@ def gpu_run(
         unpack_wheels(wheels, manifest["wheels"], site)
         env = lane_environment(site, results)
         names = sorted(
-            {normalize(requirement_name(r)) for r in manifest["needed"]}
+            {"torch"}
+            | {normalize(requirement_name(r)) for r in manifest["needed"]}
             | {normalize(Path(w).name.split("-")[0]) for w in manifest["wheels"]}
         )
         found = inventory(env, site, names)
@@ -502,6 +538,7 @@ def gpu_run(
         "inventory_error": found.get("error"),
         "packages": found.get("packages"),
         "missing": found.get("missing"),
+        "outside": found.get("outside"),
         "course_utils": shown_path(found.get("course_utils")),
         "wheels": manifest["wheels"],
         "executed": executed,
@@ -594,6 +631,7 @@ WORDS = {
         "not_run": "not run",
         "timed_out": "The lane's timeout ({timeout:.0f} s) stopped the run: below is what ran before.",
         "command": "Run with `python3 course.py gpu run` in {seconds:.0f} s, pytest over {workers} workers.",
+        "outside": "Outside the course's supported versions: {packages}.",
     },
     "zh-CN": {
         "title": "在 {gpu} 上验证 · torch {torch} · {date}",
@@ -617,6 +655,7 @@ WORDS = {
         "not_run": "未运行",
         "timed_out": "流程的超时（{timeout:.0f} 秒）中止了运行：以下是中止前运行的部分。",
         "command": "用 `python3 course.py gpu run` 运行，耗时 {seconds:.0f} 秒，pytest 用 {workers} 个进程。",
+        "outside": "超出本课程支持的版本：{packages}。",
     },
 }
 
@@ -668,6 +707,11 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
         f"- driver {report['driver']}, torch {version} ({torch_['build']}, cuDNN {torch_['cudnn']})",
         f"- Python {machine['python']}, {machine['cpus']} CPUs, {machine['memory_gib']} GiB",
         f"- {words['command'].format(seconds=report['seconds'], workers=report['pytest']['workers'] or 1)}",
+        *(
+            [f"- **{words['outside'].format(packages=', '.join(report['outside']))}**"]
+            if report.get("outside")
+            else []
+        ),
         "",
         f"## {words['results']}",
         "",

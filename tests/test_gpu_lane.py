@@ -56,7 +56,8 @@ def test_plan_brings_what_the_machine_and_its_packages_lack():
 
 def test_the_target_list_and_the_needed_requirements_never_bring_torch():
     target = gpu_lane.target_requirements()
-    assert target[0].startswith("torch==2.11") and "transformers" in target
+    # The machine's transformers is older than the course's range: the lane brings it.
+    assert target[0].startswith("torch==2.11") and "transformers" not in target
     needed = {gpu_lane.requirement_name(r) for r in gpu_lane.needed_requirements()}
     assert {"nbval", "ipykernel", "ipywidgets", "polib", "nbformat", "nbclient"} <= needed
     assert not needed & {"torch", "ruff", "playwright", "jupyterlab", "sphinx", "myst-nb"}
@@ -71,12 +72,26 @@ def test_the_gpu_tests_are_the_files_that_ask_torch_about_cuda():
     assert "tests/test_site.py" not in files and "tests/test_gpu_lane.py" not in files
 
 
+# A pytest plugin that warns when pytest starts, as pytest-benchmark (which a GPU machine had) does
+# under xdist: with the course's `filterwarnings = ["error"]` it stops pytest unless kept out.
+WARNING_PLUGIN = """
+import warnings
+def pytest_configure(config):
+    warnings.warn("benchmarks are disabled under xdist", UserWarning)
+"""
+
+
 def make_wheel(folder: Path) -> str:
-    """A wheel of one module, `lane_probe`, part of it in `.data/purelib` as some wheels have it."""
+    """A wheel of one module, `lane_probe`, part of it in `.data/purelib` as some wheels have it, and
+    a plugin registered as pytest-benchmark registers itself."""
     name = "lane_probe-0.1-py3-none-any.whl"
     with zipfile.ZipFile(folder / name, "w") as wheel:
         wheel.writestr("lane_probe/__init__.py", "from lane_probe.inner import WHERE\n")
         wheel.writestr("lane_probe-0.1.data/purelib/lane_probe/inner.py", "WHERE = __file__\n")
+        wheel.writestr("lane_probe/bench.py", WARNING_PLUGIN)
+        wheel.writestr(
+            "lane_probe-0.1.dist-info/entry_points.txt", "[pytest11]\nbenchmark = lane_probe.bench\n"
+        )
         wheel.writestr(
             "lane_probe-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: lane_probe\nVersion: 0.1\n"
         )
@@ -119,7 +134,8 @@ def test_cpu_rehearsal_of_a_gpu_run_writes_a_well_formed_report(tmp_path):
         report["packages"]["lane-probe"]["from"] == "lane"
         and report["packages"]["nbval"]["from"] == "machine"
     )
-    assert report["missing"] == [] and report["course_utils"] == "src/course_utils/__init__.py"
+    assert report["missing"] == [] and report["outside"] == []
+    assert report["course_utils"] == "src/course_utils/__init__.py"
     assert report["notebooks"] == {
         "00_start_here.ipynb": {"passed": cells, "failed": 0, "skipped": 0, "failures": []}
     }
@@ -140,6 +156,14 @@ def test_a_run_its_timeout_stops_still_writes_its_report(tmp_path):
     assert done.returncode == 1 and report["timed_out"] is True and report["pytest"]["exit_status"] is None
     assert set(report["notebooks"]) == {"00_start_here.ipynb"}
     assert "[the lane stopped pytest after" in (tmp_path / "out" / "pytest-output.txt").read_text()
+
+
+def test_the_inventory_names_a_package_outside_the_courses_range(tmp_path):
+    env = gpu_lane.lane_environment(tmp_path, tmp_path / "results")
+    found = gpu_lane.inventory(env, tmp_path, ["pytest", "nbval"], ranges={"pytest": "<1", "nbval": ">=0.1"})
+    assert found["outside"] == [f"pytest {pytest.__version__} (the course needs <1)"]
+    ranges = gpu_lane.course_ranges()
+    assert ranges["torch"] == ">=2.9,<2.16" and {"transformers", "nbval"} <= set(ranges)  # not the pin
 
 
 def test_run_names_the_missing_preparation(tmp_path):
