@@ -681,6 +681,15 @@ def side_by_side(cpu: str, gpu: str, words: dict[str, str]) -> str:
     )
 
 
+TEMP_PATH = re.compile(r"(?<![\w.])/tmp/")
+
+
+def scrub(text: str) -> str:
+    """A page without the GPU machine's own paths: its temporary folders as `$TMPDIR/`, the
+    course's files relative to its root (the website must not show where a machine kept things)."""
+    return TEMP_PATH.sub("$TMPDIR/", text.replace(f"{ROOT}/", ""))
+
+
 def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: str) -> str:
     """The run's page: the machine, what ran and passed, and each hardware-dependent output that
     differs from the stored CPU output, beside it and the table's prediction."""
@@ -763,7 +772,7 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
         if column is not None and row is not None:
             lines += [words["predicted"].format(column=column), "", f"> {row[column]}", ""]
         lines += differing
-    return "\n".join(lines).rstrip() + "\n"
+    return scrub("\n".join(lines).rstrip() + "\n")
 
 
 INDEX_WORDS = {

@@ -207,12 +207,15 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     report["gpus"] = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "capability": "9.0"}]
     report["torch"] = {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900, "build": "CUDA 13.0"}
     report["notebooks"]["00_start_here.ipynb"]["failed"] = 1
-    report["notebooks"]["00_start_here.ipynb"]["failures"] = [{"cell": 2, "error": "AssertionError: boom"}]
+    error = "FileNotFoundError: /tmp/pytest-0/boom.json"  # the GPU machine's paths stay off the page
+    report["notebooks"]["00_start_here.ipynb"]["failures"] = [{"cell": 2, "error": error}]
     with zipfile.ZipFile(EXAMPLE / "notebooks.zip") as bundle:
         executed = json.loads(bundle.read("00_start_here.ipynb"))
     dependent = [i for i, c in enumerate(gpu_lane.code_cells(executed)) if gpu_lane.hardware_dependent(c)]
     gpu_cell = gpu_lane.code_cells(executed)[dependent[0]]
-    gpu_cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "cuda:0 <the GPU>\n"}]
+    gpu_cell["outputs"] = [
+        {"output_type": "stream", "name": "stdout", "text": f"cuda:0 <the GPU>\n{ROOT}/src/x.py /tmp/snaps\n"}
+    ]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "report.json").write_text(json.dumps(report))
@@ -224,7 +227,8 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     page = (tmp_path / "docs" / "gpu-runs" / f"{name}.md").read_text()
     assert page.startswith("# Verified on NVIDIA H100 80GB HBM3 · torch 2.11.0+cu130")
     assert f"### 00_start_here.ipynb, Cell {dependent[0]}" in page and "cuda:0 &lt;the GPU&gt;" in page
-    assert "### 00_start_here.ipynb, Cell 2 — failed: `AssertionError: boom`" in page
+    assert "### 00_start_here.ipynb, Cell 2 — failed: `FileNotFoundError: $TMPDIR/pytest-0/boom.json`" in page
+    assert "src/x.py $TMPDIR/snaps" in page and "/tmp/" not in page and str(ROOT) not in page
     assert "The table in CONTRIBUTING (1 GPU) says:" in page
     assert "\n\n<table>" in page and "&#10;" in page  # an HTML block on one line: no blank line ends it
     assert f"> {gpu_lane.gpu_table()['00']['1 GPU']}" in page
