@@ -632,6 +632,8 @@ WORDS = {
         "timed_out": "The lane's timeout ({timeout:.0f} s) stopped the run: below is what ran before.",
         "command": "Run with `python3 course.py gpu run` in {seconds:.0f} s, pytest over {workers} workers.",
         "outside": "Outside the course's supported versions: {packages}.",
+        "load": "The notebooks ran side by side on the same cores and GPU: a timing on this page shows "
+        "that the cell runs, not how fast this machine is.",
     },
     "zh-CN": {
         "title": "在 {gpu} 上验证 · torch {torch} · {date}",
@@ -656,6 +658,8 @@ WORDS = {
         "timed_out": "流程的超时（{timeout:.0f} 秒）中止了运行：以下是中止前运行的部分。",
         "command": "用 `python3 course.py gpu run` 运行，耗时 {seconds:.0f} 秒，pytest 用 {workers} 个进程。",
         "outside": "超出本课程支持的版本：{packages}。",
+        "load": "各笔记本在同一组 CPU 核心和同一块 GPU 上并行运行："
+        "本页上的计时只说明单元格能运行，不代表这台机器有多快。",
     },
 }
 
@@ -721,6 +725,7 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
             if report.get("outside")
             else []
         ),
+        *([f"- {words['load']}"] if (report["pytest"]["workers"] or 0) > 1 else []),
         "",
         f"## {words['results']}",
         "",

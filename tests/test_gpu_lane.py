@@ -195,6 +195,7 @@ def test_report_of_a_cpu_rehearsal_says_so_and_stays_out_of_the_sites_runs(tmp_p
     assert english.startswith("# CPU rehearsal (no GPU)") and "Verified on" not in english
     assert chinese.startswith("# CPU 预演（没有 GPU）")
     assert "| 00_start_here.ipynb | 12 / 0 / 0 |" in english
+    assert "side by side" not in english  # one pytest worker: nothing ran beside the timings
     assert name in (tmp_path / "docs" / "gpu-runs" / "index.md").read_text()
     monkeypatch.setattr(gpu_lane, "DOCS", tmp_path / "site")  # the website's pages, as gpu_report knows them
     assert gpu_lane.gpu_report(EXAMPLE, tmp_path / "site") == 2  # never among the GPU runs of the site
@@ -206,6 +207,7 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     report["rehearsal"] = False
     report["gpus"] = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.2, "capability": "9.0"}]
     report["torch"] = {"version": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900, "build": "CUDA 13.0"}
+    report["pytest"]["workers"] = 16
     report["notebooks"]["00_start_here.ipynb"]["failed"] = 1
     error = "FileNotFoundError: /tmp/pytest-0/boom.json"  # the GPU machine's paths stay off the page
     report["notebooks"]["00_start_here.ipynb"]["failures"] = [{"cell": 2, "error": error}]
@@ -230,6 +232,7 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     assert "### 00_start_here.ipynb, Cell 2 — failed: `FileNotFoundError: $TMPDIR/pytest-0/boom.json`" in page
     assert "src/x.py $TMPDIR/snaps" in page and "/tmp/" not in page and str(ROOT) not in page
     assert "The table in CONTRIBUTING (1 GPU) says:" in page
+    assert "side by side on the same cores" in page  # 16 workers: the timings were taken under load
     assert "\n\n<table>" in page and "&#10;" in page  # an HTML block on one line: no blank line ends it
     assert f"> {gpu_lane.gpu_table()['00']['1 GPU']}" in page
 
