@@ -1,14 +1,16 @@
 """Project-wide pytest hooks.
 
 A notebook cell that writes to stderr fails; a compared cell's figures must look like the stored
-ones (tests/figures.py); nbval's kernels listen on Unix sockets; the test files that take longest
-run first.
+ones (tests/figures.py); nbval's kernels listen on Unix sockets, and where a process runs several
+notebooks they are forked from one Python that has imported torch (tests/forked_kernels.py); the
+test files that take longest run first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 
+import forked_kernels
 import nbval.kernel
 import pytest
 from figures import figure_differences
@@ -58,8 +60,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The test files that took longest first, so parallel workers finish together (longest_first)."""
+    """The test files that took longest first, so parallel workers finish together (longest_first);
+    kernels forked from a zygote where several notebooks run (a notebook alone starts afresh)."""
     items[:] = longest_first(items, read_seconds())
+    forked_kernels.enable(len({item.path for item in items if item.path.suffix == ".ipynb"}))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -74,6 +74,13 @@ def _is_own_watchdog(proc: psutil.Process) -> bool:
         return False
 
 
+def _is_zygote(proc: psutil.Process) -> bool:
+    """Whether `proc` is one of this process's kernel zygotes (tests/forked_kernels.py), kept for its life."""
+    import forked_kernels
+
+    return proc.pid in forked_kernels.RUNNING
+
+
 def _proc_table() -> dict[int, tuple[int, float]] | None:
     """Linux: every process as pid -> (parent pid, start time), in one pass over /proc/PID/stat.
 
@@ -175,7 +182,7 @@ _clean_since: float | None = None
 
 
 def left_behind(grace: float = 1.0) -> list[psutil.Process]:
-    """Live processes this session started and left, other than the resource tracker and the watchdog.
+    """Live processes this session started and left, but for the resource tracker, watchdog and zygote.
 
     That is: descendants of this process (orphans included, where `watch_orphans` made this
     process their reaper) and processes carrying this session's marker, after `grace` s to exit.
@@ -185,7 +192,8 @@ def left_behind(grace: float = 1.0) -> list[psutil.Process]:
     table = _proc_table()
     candidates = _descendants(table)
     candidates.update((p.pid, p) for p in _marked(set(candidates), since=_clean_since, table=table))
-    ours = [p for p in candidates.values() if not (_is_resource_tracker(p) or _is_own_watchdog(p))]
+    kept = (_is_resource_tracker, _is_own_watchdog, _is_zygote)
+    ours = [p for p in candidates.values() if not any(keeps(p) for keeps in kept)]
     suspects = [p for p in ours if _alive(p)]
     _, alive = psutil.wait_procs(suspects, timeout=grace) if suspects else ([], [])
     left = [p for p in alive if _alive(p)]
