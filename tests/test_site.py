@@ -11,6 +11,7 @@ headless Chromium through it (see tests/browser.py for how Chromium is found).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -91,8 +92,10 @@ class PageParser(HTMLParser):
         self.page.text = "".join(self._text)
 
 
+@functools.cache
 def parse(path: Path) -> Page:
-    """Parse one built page."""
+    """Parse one built page, once: the site does not change after its build, and most checks read
+    every page (about a second and a half per pass over both editions)."""
     parser = PageParser()
     parser.feed(path.read_text(encoding="utf-8"))
     parser.close()
