@@ -21,6 +21,7 @@ PRELOAD = (  # what most notebooks import; torch._dynamo brings sympy, which DTe
     "torch.distributed",
     "torch.nn.functional",
     "torch._dynamo",
+    "torch.distributed.checkpoint",  # 10, 13 and 15
     "matplotlib.figure",
     "matplotlib.image",
     "matplotlib.backend_bases",
