@@ -8,6 +8,7 @@ test files that take longest run first.
 
 from __future__ import annotations
 
+import pprint
 from collections.abc import Generator
 
 import forked_kernels
@@ -45,9 +46,22 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     return result
 
 
+class _Pretty:
+    """A message that nbval's debug log pretty-prints only if the log is shown."""
+
+    def __init__(self, message: object) -> None:
+        self.message = message
+
+    def __str__(self) -> str:
+        return pprint.pformat(self.message)
+
+
 def pytest_configure() -> None:
-    """nbval's kernels on Unix sockets, not on TCP ports that a test running beside them can take."""
+    """nbval's kernels on Unix sockets, not on TCP ports that a test running beside them can take;
+    its debug line for every kernel message formatted only when debug logging is on (nbval calls
+    pformat first: about a quarter of a second of CPU per notebook, for a line nobody reads)."""
     nbval.kernel.KernelManager = SocketKernelManager  # nbval makes its kernel managers from this name
+    nbval.kernel.pformat = _Pretty
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
