@@ -2,8 +2,9 @@
 notebook kernels share (PRELOAD, or the modules named), then forks a kernel for each request that
 arrives on the socket FD, until that socket closes.
 
-Only the standard library is imported before the requests: the zygote must start no thread of its
-own (a fork copies only the thread that forks), and nothing of the tests is on its path.
+It runs as a script with nothing of the tests on its path, so it imports only the standard library
+at module level; it checks that no Python thread runs but its main one (a fork copies only the
+thread that forks).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def become_kernel(channel: socket.socket, request: dict[str, Any], fds: list[int
             code = 0
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        atexit._run_exitfuncs()
+        atexit._run_exitfuncs()  # what an interpreter's exit runs (temporary folders, ...); os._exit does not
     except BaseException:
         import traceback
 
