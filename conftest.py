@@ -73,9 +73,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The test files that took longest first, so parallel workers finish together (longest_first);
-    kernels forked from a zygote where several notebooks run (a notebook alone starts afresh)."""
+    kernels forked from a zygote where 3 or more notebooks are selected (a notebook alone starts afresh)."""
     items[:] = longest_first(items, read_seconds())
     forked_kernels.enable(len({item.path for item in items if item.path.suffix == ".ipynb"}))
 

@@ -12,8 +12,11 @@ without it, and COURSE_FORKED_KERNELS=0 turns it off.
 
 The zygote talks to this process over a socketpair: EOF on it (this process ended, however) ends
 the zygote, and a kernel whose zygote ended shuts itself down (ipykernel polls its parent, named
-by JPY_PARENT_PID). The handle of each kernel holds a pidfd of it, which no later process with
-the same pid can answer to.
+by JPY_PARENT_PID). The handle of each kernel holds a pidfd of it, and the zygote reaps a kernel
+only when asked for its exit code: until then no other process can get its pid, which
+jupyter_client signals as a process group. What forking cannot carry over: settings Python reads
+once at its start (PYTHONHASHSEED, PYTHONPATH) and what a preloaded module read from the
+environment when imported; the suite gives the zygote the environment its kernels get.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import kernel_zygote
@@ -46,8 +48,7 @@ def forkable(cmd: list[str]) -> bool:
     return (
         len(cmd) >= 3
         and cmd[1:3] == ["-m", "ipykernel_launcher"]
-        and Path(cmd[0]).exists()
-        and os.path.samefile(cmd[0], sys.executable)
+        and os.path.abspath(cmd[0]) == os.path.abspath(sys.executable)  # not another venv's link to it
     )
 
 
@@ -95,7 +96,10 @@ class Zygote:
     def exit_code(self, pid: int) -> int:
         """The exit code of a kernel that has ended (as Popen.returncode gives it)."""
         self.channel.send(json.dumps({"op": "status", "pid": pid}).encode())
-        return json.loads(self.channel.recv(kernel_zygote.MESSAGE_BYTES))["code"]
+        reply = json.loads(self.channel.recv(kernel_zygote.MESSAGE_BYTES) or b"{}")
+        if "code" not in reply:
+            raise RuntimeError(f"the kernel zygote has no exit code for kernel {pid}: {reply}")
+        return reply["code"]
 
     def stop(self) -> None:
         """End the zygote: closing its channel is its signal to exit."""
@@ -120,8 +124,10 @@ class ForkedKernel:
     def poll(self) -> int | None:
         """The exit code once the kernel has ended, else None."""
         if self.returncode is None and select.select([self.pidfd], [], [], 0)[0]:
-            self.returncode = self.zygote.exit_code(self.pid)
-            os.close(self.pidfd)
+            try:
+                self.returncode = self.zygote.exit_code(self.pid)
+            finally:
+                os.close(self.pidfd)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -134,7 +140,7 @@ class ForkedKernel:
         return self.returncode  # type: ignore[return-value]
 
     def send_signal(self, signum: int) -> None:
-        """Signal the kernel itself (never a process that reused its pid)."""
+        """Signal the kernel itself, through its pidfd."""
         if self.poll() is None:
             signal.pidfd_send_signal(self.pidfd, signum)
 
@@ -190,7 +196,7 @@ _zygote: Zygote | None = None  # started by the first kernel this process forks
 def shared_zygote() -> Zygote:
     """This process's zygote, started by the first kernel it forks and stopped when it exits."""
     global _zygote
-    if _zygote is None:
+    if _zygote is None or _zygote.process.poll() is not None:  # none yet, or it died: a new one
         _zygote = Zygote()
         atexit.register(_zygote.stop)
     return _zygote

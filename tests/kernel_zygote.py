@@ -12,9 +12,9 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import signal
 import socket
 import sys
+import tempfile
 from typing import Any
 
 PRELOAD = (  # what most notebooks import; torch._dynamo brings sympy, which DTensor and meta tensors need
@@ -34,45 +34,31 @@ MESSAGE_BYTES = 1 << 20
 
 
 def serve(channel: socket.socket) -> None:
-    """Answer requests until the other end closes: fork kernels, report their exit codes."""
-    codes: dict[int, int] = {}
+    """Answer requests until the other end closes: fork kernels, report their exit codes.
 
-    def reap(*_: object) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            codes[pid] = os.waitstatus_to_exitcode(status)
-
-    signal.signal(signal.SIGCHLD, reap)
+    A kernel that ended stays a zombie until its exit code is asked for: until then its pid, which
+    jupyter_client also signals as a process group, cannot be given to another process.
+    """
     while True:
         data, fds, _, _ = socket.recv_fds(channel, MESSAGE_BYTES, 3)
         if not data:
             return
         request = json.loads(data)
-        if request["op"] == "status":
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-            try:
-                if request["pid"] not in codes:
-                    _, status = os.waitpid(request["pid"], 0)
-                    codes[request["pid"]] = os.waitstatus_to_exitcode(status)
-            finally:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-            channel.send(json.dumps({"code": codes.pop(request["pid"])}).encode())
-            continue
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # no reaping before the pidfd exists
         try:
+            if request["op"] == "status":
+                _, status = os.waitpid(request["pid"], 0)  # it has ended: this returns at once
+                channel.send(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode())
+                continue
             pid = os.fork()
             if pid == 0:
                 become_kernel(channel, request, fds)  # never returns
             pidfd = os.pidfd_open(pid)
+        except OSError as error:  # a fork refused (a process limit), a pid that is not a kernel of ours
+            channel.send(json.dumps({"error": f"{type(error).__name__}: {error}"}).encode())
+            continue
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-        for fd in fds:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
         socket.send_fds(channel, [json.dumps({"pid": pid}).encode()], [pidfd])
         os.close(pidfd)
 
@@ -82,8 +68,6 @@ def become_kernel(channel: socket.socket, request: dict[str, Any], fds: list[int
     code = 1
     try:
         channel.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
         os.setsid()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
@@ -91,6 +75,9 @@ def become_kernel(channel: socket.socket, request: dict[str, Any], fds: list[int
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # read again from TMPDIR, as torchrun does for the ranks it forks
+        if "torch" in sys.modules:  # a fresh kernel's generator starts from a seed of its own
+            sys.modules["torch"].seed()
         os.environ["JPY_PARENT_PID"] = str(os.getppid())  # the kernel ends if the zygote does
         os.environ.setdefault("MPLBACKEND", INLINE)
         import ipykernel_launcher
