@@ -251,7 +251,9 @@ def lane_environment(site: Path, results: Path) -> dict[str, str]:
     """The environment of pytest, its workers and the notebooks' kernels: the wheels, src/ and scripts/.
 
     pytest-benchmark, which a GPU machine may have, is kept out of every pytest started there: it
-    warns under xdist, and the course's settings make a warning an error.
+    warns under xdist, and the course's settings make a warning an error. Each kernel is a fresh
+    process there (COURSE_FORKED_KERNELS=0, tests/forked_kernels.py): the lane checks the path a
+    student's GPU machine takes, CUDA initialised in a kernel that imported torch itself.
     """
     paths = [str(site), str(ROOT / "src"), str(ROOT / "scripts")]
     if os.environ.get("PYTHONPATH"):
@@ -262,6 +264,7 @@ def lane_environment(site: Path, results: Path) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join(paths),
         "PYTEST_ADDOPTS": options,
         "COURSE_GPU_LANE_RESULTS": str(results),
+        "COURSE_FORKED_KERNELS": "0",
     }
 
 

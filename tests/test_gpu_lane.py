@@ -109,6 +109,7 @@ def test_unpacked_wheels_import_through_the_lanes_pythonpath(tmp_path):
     inner, course_utils = where.stdout.splitlines()
     assert Path(inner).is_relative_to(site) and Path(course_utils).is_relative_to(ROOT / "src")
     assert not list(site.glob("*.data"))
+    assert env["COURSE_FORKED_KERNELS"] == "0"  # fresh kernels on the GPU machine, as a student's
 
 
 def rehearse(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess, dict]:
