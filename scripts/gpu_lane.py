@@ -689,12 +689,14 @@ def side_by_side(cpu: str, gpu: str, words: dict[str, str]) -> str:
 
 
 TEMP_PATH = re.compile(r"(?<![\w.])/tmp/")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # as in gpu_lane_plugin, which imports pytest
 
 
 def scrub(text: str) -> str:
     """A page without the GPU machine's own paths: its temporary folders as `$TMPDIR/`, the
-    course's files relative to its root (the website must not show where a machine kept things)."""
-    return TEMP_PATH.sub("$TMPDIR/", text.replace(f"{ROOT}/", ""))
+    course's files relative to its root (the website must not show where a machine kept things),
+    and without a terminal's colour codes (a report's error lines may carry nbval's)."""
+    return ANSI_ESCAPE.sub("", TEMP_PATH.sub("$TMPDIR/", text.replace(f"{ROOT}/", "")))
 
 
 def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 RESULTS_VARIABLE = "COURSE_GPU_LANE_RESULTS"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # nbval colours its messages for a terminal
 RAN_KEY = "gpu_lane_ran"  # in the metadata of each executed cell: it ran (some cells print nothing)
 # Per notebook (its path): the notebook as nbval read it, its code cells' outputs cleared.
 _EXECUTED: dict[str, dict[str, Any]] = {}
@@ -30,7 +32,8 @@ def first_error_line(report: pytest.TestReport, outputs: list[dict[str, Any]] | 
         if output.get("output_type") == "error":
             value = str(output.get("evalue", "")).splitlines()
             return f"{output.get('ename')}: {value[0] if value else ''}"[:300]
-    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
+    text = ANSI_ESCAPE.sub("", report.longreprtext)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     marked = [line[1:].strip() for line in lines if line.startswith("E ")]
     cell_reason = [line for line in lines if line.startswith("Cell ") and ":" in line]
     chosen = (cell_reason or marked or lines or ["(no message)"])[0]

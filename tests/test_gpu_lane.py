@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import gpu_lane
+import gpu_lane_plugin
 import pytest
 import torch
 
@@ -211,7 +212,9 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     report["pytest"]["workers"] = 16
     report["notebooks"]["00_start_here.ipynb"]["failed"] = 1
     error = "FileNotFoundError: /tmp/pytest-0/boom.json"  # the GPU machine's paths stay off the page
-    report["notebooks"]["00_start_here.ipynb"]["failures"] = [{"cell": 2, "error": error}]
+    coloured = "\x1b[91mNotebook cell execution failed\x1b[0m"  # from a run before the plugin stripped it
+    failures = [{"cell": 2, "error": error}, {"cell": 3, "error": coloured}]
+    report["notebooks"]["00_start_here.ipynb"]["failures"] = failures
     with zipfile.ZipFile(EXAMPLE / "notebooks.zip") as bundle:
         executed = json.loads(bundle.read("00_start_here.ipynb"))
     dependent = [i for i, c in enumerate(gpu_lane.code_cells(executed)) if gpu_lane.hardware_dependent(c)]
@@ -232,10 +235,26 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     assert f"### 00_start_here.ipynb, Cell {dependent[0]}" in page and "cuda:0 &lt;the GPU&gt;" in page
     assert "### 00_start_here.ipynb, Cell 2 — failed: `FileNotFoundError: $TMPDIR/pytest-0/boom.json`" in page
     assert "src/x.py $TMPDIR/snaps" in page and "/tmp/" not in page and str(ROOT) not in page
+    assert "Cell 3 — failed: `Notebook cell execution failed`" in page and "\x1b" not in page
     assert "The table in CONTRIBUTING (1 GPU) says:" in page
     assert "side by side on the same cores" in page  # 16 workers: the timings were taken under load
     assert "\n\n<table>" in page and "&#10;" in page  # an HTML block on one line: no blank line ends it
     assert f"> {gpu_lane.gpu_table()['00']['1 GPU']}" in page
+
+
+@pytest.mark.parametrize(
+    ("longrepr", "line"),
+    [
+        (
+            "\x1b[91mNotebook cell execution failed\x1b[0m\n\x1b[94mCell 31: Cell outputs differ\n\nInput:\n",
+            "Cell 31: Cell outputs differ",
+        ),
+        ("def test_x():\n>       assert 1 == 2\nE       assert 1 == 2\n", "assert 1 == 2"),
+    ],
+)
+def test_the_first_error_line_of_a_failure_is_its_reason_without_colour_codes(longrepr, line):
+    report = pytest.TestReport("nb.ipynb::Cell 31", ("nb.ipynb", 0, ""), {}, "failed", longrepr, "call")
+    assert gpu_lane_plugin.first_error_line(report, []) == line
 
 
 def test_the_sites_index_of_runs_lists_the_pages_there():
