@@ -17,8 +17,8 @@ __all__ = ["fix_pipeline_handshake"]
 def fix_pipeline_handshake() -> bool:
     """On PyTorch 2.9, send a pipeline schedule's first-step handshake as float32, as it is received.
 
-    2.9's schedules open every step's first call with a handshake between neighbouring stages
-    (`_get_init_p2p_neighbors_ops`) that sends an int64 tensor and receives into a float32 one.
+    2.9's schedules open their first step with a handshake between neighbouring stages
+    (`_get_init_p2p_neighbors_ops`) that sends an int64 tensor and receives it into a float32 one.
     NCCL does not notice; gloo aborts the process on the size mismatch ("op.preamble.length <=
     op.nbytes. 8 vs 4"). PyTorch 2.10 sends float32 (pytorch/pytorch#165539). Call it in each
     process that runs a schedule, before the first step; calling it again does nothing.
