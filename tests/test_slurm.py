@@ -2,8 +2,9 @@
 
 The fixture starts munged, slurmctld and two slurmd nodes (`slurmd -N node1`, `-N node2`, both at
 127.0.0.1 on free ports), all configured and kept in the test's temporary folder, and stops them
-afterwards, always. Where the daemons are not installed, or the cluster does not come up, the
-tests skip and say why. Both scripts run at once, each on both nodes (2 nodes x 2 ranks).
+afterwards, always, with any job step that outlived them (a run that failed half-way). Where the
+daemons are not installed, or the cluster does not come up, the tests skip and say why. Both
+scripts run at once, each on both nodes (2 nodes x 2 ranks).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,7 @@ class Cluster:
 
     folder: Path
     env: dict[str, str]
+    left: list[str] = field(default_factory=list)  # what used the folder after the daemons stopped
 
     def run(self, *command: str, timeout: float = 20) -> str:
         """Run a SLURM command (sbatch, squeue, scontrol ...) against this cluster; its stdout."""
@@ -149,20 +151,41 @@ def stop(processes: list[subprocess.Popen]) -> None:
             process.wait()
 
 
-def processes_using(folder: Path) -> list[str]:
-    """The processes whose command line or environment names `folder`: what the cluster left."""
-    left, needle = [], str(folder).encode()
+def processes_using(folder: Path) -> dict[int, str]:
+    """The processes whose command line, environment or open files name `folder`: what the cluster left.
+
+    Open files count because a job step's slurmstepd rewrites its command line ("slurmstepd: [2.0]")
+    and clears its environment, but keeps its node's log in the folder open.
+    """
+    left, needle = {}, str(folder)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
-            if needle in cmdline or needle in (entry / "environ").read_bytes():
-                command = cmdline.replace(b"\0", b" ").decode(errors="replace")
-                left.append(f"{entry.name}: {command}")
+            named = needle.encode() in cmdline or needle.encode() in (entry / "environ").read_bytes()
+            inside = (target == needle or target.startswith(needle + "/") for target in open_files(entry))
+            if named or any(inside):
+                left[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:  # gone meanwhile, or not ours to read
             continue
     return left
+
+
+def open_files(process: Path) -> Iterator[str]:
+    """What the open file descriptors of the process at /proc/PID point to (paths, pipe:[...])."""
+    for fd in (process / "fd").iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile
+            yield os.readlink(fd)
+
+
+def kill_left(folder: Path, grace: float = 10.0) -> list[str]:
+    """SIGKILL what still uses `folder` after `grace` s (`left_after`); what was there, as "PID: command"."""
+    left = left_after(folder, grace)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return [f"{pid}: {command}" for pid, command in left.items()]
 
 
 @contextlib.contextmanager
@@ -195,6 +218,7 @@ def slurm_cluster(folder: Path) -> Iterator[Cluster]:
         del env[name]  # a test run inside a SLURM job must not pass that job's settings on
     sbin = lambda name: shutil.which(name) or f"/usr/sbin/{name}"  # noqa: E731
     daemons: list[subprocess.Popen] = []
+    slurm = Cluster(folder, env)
     try:
         # --force: munged wants every folder above its socket open to all (o+x), and pytest's
         # temporary folders are private (0700); the jobs run as root, so that does not matter here.
@@ -217,7 +241,6 @@ def slurm_cluster(folder: Path) -> Iterator[Cluster]:
         ]
         for command in starts:
             daemons.append(start(command, env, folder / f"{Path(command[0]).name}-{command[-1]}-stderr.log"))
-        slurm = Cluster(folder, env)
 
         def nodes_idle() -> bool:
             states = subprocess.run(
@@ -237,6 +260,7 @@ def slurm_cluster(folder: Path) -> Iterator[Cluster]:
             )
         stop(daemons[1:][::-1])  # the nodes, then the controller
         stop(daemons[:1])  # munged last: the others need it to say goodbye
+        slurm.left = kill_left(folder)  # a job step that outlived its node (a failed run) ends here too
 
 
 def free_port_range(count: int) -> list[int]:
@@ -356,8 +380,7 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
             if job["state"]["JobState"] != "COMPLETED":
                 job["output"] += f"\n{cluster.logs()}"
         queue = cluster.run("squeue", "-h")
-        folder = cluster.folder
-    return {"jobs": submitted, "queue": queue, "left": left_after(folder)}
+    return {"jobs": submitted, "queue": queue, "left": cluster.left}
 
 
 def job_steps(job_id: str) -> list[str]:
@@ -372,8 +395,8 @@ def job_steps(job_id: str) -> list[str]:
     return steps
 
 
-def left_after(folder: Path, grace: float = 10.0) -> list[str]:
-    """What still runs with the cluster's folder in its command line or environment, after `grace` s."""
+def left_after(folder: Path, grace: float = 10.0) -> dict[int, str]:
+    """What still uses the cluster's folder (`processes_using`) after up to `grace` s, by pid."""
     deadline = time.monotonic() + grace
     while (left := processes_using(folder)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -417,3 +440,16 @@ def test_nothing_left_running(jobs: dict) -> None:
     assert all(job["state"]["JobState"] == "COMPLETED" for job in jobs["jobs"].values())
     assert jobs["queue"].strip() == ""
     assert jobs["left"] == []
+
+
+def test_a_process_with_a_file_of_the_folder_open_is_found_and_killed(tmp_path: Path) -> None:
+    """Named by neither its command line nor its environment, like a job step's slurmstepd, but holding
+    a log of the folder open: `kill_left` finds it, ends it and says so."""
+    with (tmp_path / "slurmd-node1.log").open("w") as log:
+        step = subprocess.Popen([shutil.which("sleep") or "sleep", "60"], stdout=log, env={}, cwd="/")
+    try:
+        assert kill_left(tmp_path, grace=0.5) == [f"{step.pid}: {step.args[0]} 60"]
+        assert step.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        step.kill()
+        step.wait()
