@@ -261,7 +261,7 @@ def test_ctrl_c_in_the_parent_stops_every_rank(ctrl_c_raises):
             launch(sleeps, 2, timeout=30)
     finally:
         timer.cancel()
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 20  # stopped by the Ctrl-C, well before the 30 s timeout
 
 
 LAUNCHES_RANKS_THAT_IGNORE_SIGTERM = """
