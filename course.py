@@ -69,10 +69,12 @@ def ensure_environment() -> Path:
         )
     if not venv_python().exists():
         print(say("Creating the virtual environment {name}/ ...").format(name=VENV.name), flush=True)
+        made_now = not VENV.exists()  # a .venv/ of the user's without a Python is never removed
         try:
             venv.EnvBuilder(with_pip=True).create(VENV)
         except (OSError, subprocess.CalledProcessError) as err:
-            shutil.rmtree(VENV, ignore_errors=True)  # a half-made .venv would fail every later run
+            if made_now:  # a half-made .venv would fail every later run
+                shutil.rmtree(VENV, ignore_errors=True)
             sys.exit(
                 say(
                     "Creating {name}/ failed ({error}). Python's venv module with pip is needed: on Debian "
@@ -91,9 +93,27 @@ def notebook_paths(args: list[str]) -> list[str]:
     return [str(Path(arg).resolve()) if Path(arg).is_file() else arg for arg in args]
 
 
+FIRST_NOTEBOOK = "notebooks/00_start_here.ipynb"
+LAB_HELP = f"""\
+usage: python3 course.py lab [NOTEBOOK ...] [JUPYTERLAB OPTION ...]
+
+Set up .venv if needed (the first time: a few minutes), then open the course in JupyterLab at
+notebook 00 ({FIRST_NOTEBOOK}), or at the NOTEBOOKs given. Every other argument goes to
+JupyterLab, and notebook 00 still opens unless a notebook is named:
+  --no-browser                print the address instead of opening a browser
+  --port N                    serve on port N (default: the first free one from 8888)
+  --ServerApp.ip=127.0.0.1    the address to listen on (JupyterLab's default: localhost)
+As root (Docker, WSL, cloud shells) --allow-root is added. JupyterLab's own options, once the
+course is set up: .venv/bin/jupyter lab --help
+"""
+
+
 def lab_command(python: Path, rest: list[str], euid: int | None) -> list[str | Path]:
-    """JupyterLab's command line; as root (Docker, WSL, cloud shells) JupyterLab needs --allow-root."""
-    command: list[str | Path] = [python, "-m", "jupyterlab", *(rest or ["notebooks/00_start_here.ipynb"])]
+    """JupyterLab's command line: notebook 00 unless an argument names a notebook or folder to open
+    (options alone keep it); as root (Docker, WSL, cloud shells) JupyterLab needs --allow-root."""
+    opens_a_path = any(not arg.startswith("-") and (ROOT / arg).exists() for arg in rest)
+    first = [] if opens_a_path else [FIRST_NOTEBOOK]
+    command: list[str | Path] = [python, "-m", "jupyterlab", *rest, *first]
     if euid == 0 and "--allow-root" not in rest:
         print(say("Running as root: starting JupyterLab with --allow-root."), flush=True)
         command.append("--allow-root")
@@ -103,7 +123,7 @@ def lab_command(python: Path, rest: list[str], euid: int | None) -> list[str | P
 def lab(python: Path, args: list[str]) -> int:
     """Open the course in JupyterLab, at notebook 00 or at the NOTEBOOKs given."""
     euid = os.geteuid() if hasattr(os, "geteuid") else None  # Windows has no user ids
-    return run(lab_command(python, args, euid))
+    return run(lab_command(python, notebook_paths(args), euid))
 
 
 TEST_HELP = f"""\
@@ -252,7 +272,7 @@ def bench(python: Path, args: list[str]) -> int:
 
 def site(python: Path, args: list[str]) -> int:
     """Build the website from the stored outputs into build/site/html; --serve: serve it on 127.0.0.1."""
-    return run([python, "scripts/website.py", *args])
+    return run([python, "scripts/website.py", *folder_paths(args)])
 
 
 def translate(python: Path, args: list[str]) -> int:
@@ -265,23 +285,30 @@ def retarget(python: Path, args: list[str]) -> int:
     return run([python, "scripts/links.py", *args])
 
 
-def gpu_paths(args: list[str]) -> list[str]:
-    """The arguments with folder paths made absolute: the lane's script runs from the course root."""
+FOLDER_OPTIONS = ("--out", "--wheels", "--docs")
+
+
+def folder_paths(args: list[str]) -> list[str]:
+    """The arguments with the folders of FOLDER_OPTIONS (`--out DIR` or `--out=DIR`) and `gpu report`'s
+    DIR made absolute against the working folder: the scripts run from the course root."""
     folders, previous = [], None
     for arg in args:
-        is_folder = previous in {"--out", "--wheels", "--docs"} or (
-            previous == "report" and not arg.startswith("-")
-        )
-        folders.append(str(Path(arg).resolve()) if is_folder else arg)
+        option, equals, value = arg.partition("=")
+        if equals and option in FOLDER_OPTIONS:
+            folders.append(f"{option}={Path(value).resolve()}")
+        elif previous in FOLDER_OPTIONS or (previous == "report" and not arg.startswith("-")):
+            folders.append(str(Path(arg).resolve()))
+        else:
+            folders.append(arg)
         previous = arg
     return notebook_paths(folders)
 
 
 def gpu(python: Path, args: list[str]) -> int:
     """The GPU lane: `prepare` the wheels here, `run` the course on a GPU machine, `report` the run."""
-    if args[:1] == ["prepare"]:  # pip in .venv; `run` uses the GPU machine's own Python and torch
-        python = ensure_environment()
-    return run([python, "scripts/gpu_lane.py", *gpu_paths(args)])
+    if args[:1] == ["prepare"] and not wants_help(args):  # pip in .venv; `run` uses the GPU machine's
+        python = ensure_environment()  # own Python and torch
+    return run([python, "scripts/gpu_lane.py", *folder_paths(args)])
 
 
 COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
@@ -296,6 +323,28 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
 }
 # Commands that need only the standard library: they run with this Python, before any set-up.
 WITHOUT_SETUP = {"retarget", "gpu"}
+# Commands whose scripts answer --help with the standard library alone: run by this Python for it.
+SCRIPT_HELP = {"site", "retarget", "gpu"}
+
+
+def wants_help(args: list[str]) -> bool:
+    """Whether the arguments ask for help (-h or --help before any `--`)."""
+    before = args[: args.index("--")] if "--" in args else args
+    return any(arg in {"-h", "--help"} for arg in before)
+
+
+def command_help(command: str) -> str | None:
+    """`course.py COMMAND --help`'s text where course.py itself prints it, at once and without set-up;
+    None where the command's script prints its own (SCRIPT_HELP)."""
+    if command == "lab":
+        return LAB_HELP
+    if command == "test":
+        return test_parser().format_usage() + "\n" + TEST_HELP
+    if command in SCRIPT_HELP:
+        return None
+    import command_help as parsers  # scripts/, standard library only
+
+    return parsers.command_parser(command).format_help()
 
 
 def usage() -> str:
@@ -341,11 +390,14 @@ def main(argv: list[str]) -> int:
         unknown += "\n"
         print(unknown + usage(), file=sys.stderr)
         return 2
+    if wants_help(args):  # at once, before any set-up: nothing is installed to answer it
+        text = command_help(command)
+        if text is not None:
+            print(text, end="")
+            return 0
+        return COMMANDS[command](Path(sys.executable), args)
     if command == "test":
         options, _ = test_parser().parse_known_args(args)
-        if options.help:
-            print(test_parser().format_usage() + "\n" + TEST_HELP, end="")
-            return 0
         if options.here:
             return test_here([a for a in args if a != "--here"])
         if options.torch is not None:  # another release, in its own environment: not .venv

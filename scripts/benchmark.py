@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from command_help import command_parser
 from course_shell import ROOT, pytest_command, worker_count
-from notebook_args import NOTEBOOKS, notebook_parser, notebooks_from_args
+from notebook_args import NOTEBOOKS, notebooks_from_args
 
 # The budgets (CONTRIBUTING.md), for a 2-core machine that is otherwise idle.
 NOTEBOOK_BUDGET_S = 15.0  # one notebook alone; its metadata `course.budget_s` may ask for less
@@ -251,15 +252,7 @@ def failure_report(run: Measured, lines: int = 60) -> str:
 
 def main(argv: list[str]) -> int:
     """Measure, print the table and what is over budget; 1 if anything is, 2 on bad arguments."""
-    names = (
-        notebook_parser(
-            "python3 course.py bench",
-            "Measure the notebooks, the notebook suite, the unit tests and the whole test against the "
-            "course's budgets. With NOTEBOOKs: those alone and as a suite.",
-        )
-        .parse_args(argv)
-        .notebooks
-    )
+    names = command_parser("bench").parse_args(argv).notebooks
     notebooks, missing = notebooks_from_args(names)
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")

@@ -6,12 +6,16 @@ Python 3.11+ runs it. No script imports `course.py` itself; both import this.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -57,6 +61,13 @@ CHINESE_MESSAGES = {
     "--allow-root。",
     '"{command}" is not a command of course.py.': "“{command}”不是 course.py 的命令。",
     "No command given.": "没有给出命令。",
+    "The package index {host} does not answer ({why}), so nothing can be installed from it. "
+    "Check the network or the proxy (HTTPS_PROXY=http://host:port), or unset the setting that "
+    "names it (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL or `pip config list`) or name a mirror "
+    "that answers (the README's section on package mirrors), then run this again.": "软件包索引 {host} "
+    "没有应答（{why}），所以无法从它安装任何东西。请检查网络或代理（HTTPS_PROXY=http://主机:端口），"
+    "或者取消指定它的设置（PIP_INDEX_URL、PIP_EXTRA_INDEX_URL 或 `pip config list` 里的），"
+    "或者换一个能应答的镜像（见 README 里关于镜像源的一节），然后重新运行。",
     "{flag} takes a language: {languages}.": "{flag} 后面要给出一种语言：{languages}。",
 }
 
@@ -254,33 +265,92 @@ def requirement_name(requirement: str) -> str:
     return match[0]
 
 
+PYPI = "https://pypi.org/simple"
+# How long each package index may take to answer a first request before pip starts, and pip's own
+# bounds: without them pip retries an index that stopped answering for tens of minutes (a default
+# of 5 retries of 15 s for each of the ~170 packages), with them an install ends within a minute.
+INDEX_CHECK_SECONDS = 8
+PIP_BOUNDS = ["--retries", "1", "--timeout", "20"]
+
+
+def pip_settings(python: Path, env: dict[str, str]) -> str:
+    """What `pip config list` prints in `python`'s environment (empty if pip cannot say)."""
+    try:
+        return subprocess.run(
+            [str(python), "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60, env=env
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def index_urls(python: Path, env: dict[str, str] | None = None) -> tuple[list[str], bool]:
+    """The package indexes pip in `python`'s environment uses (PIP_INDEX_URL or its settings, else
+    PyPI; then the extra indexes), and whether the first is pip's default, named by nothing."""
+    env = os.environ if env is None else env
+    listed = "" if env.get("PIP_INDEX_URL") and env.get("PIP_EXTRA_INDEX_URL") else pip_settings(python, env)
+
+    def setting(name: str) -> list[str]:
+        found = re.findall(rf"^(?:global|install)\.{name}='([^']*)'", listed, re.MULTILINE)
+        return found[0].split() if found else []
+
+    main = env.get("PIP_INDEX_URL", "").split() or setting("index-url")
+    extra = env.get("PIP_EXTRA_INDEX_URL", "").split() or setting("extra-index-url")
+    return [*(main[:1] or [PYPI]), *extra], not main
+
+
 def package_index(python: Path, env: dict[str, str] | None = None) -> str:
     """Where pip in `python`'s environment downloads from: PIP_INDEX_URL, else its settings, else PyPI."""
     env = os.environ if env is None else env
-    found = [
-        env[name] for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS") if env.get(name)
-    ]
-    if not env.get("PIP_INDEX_URL"):
-        try:
-            listed = subprocess.run(
-                [str(python), "-m", "pip", "config", "list"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env=env,
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            listed = ""
-        configured = re.findall(r"^(?:global|install)\.index-url='([^']*)'", listed, re.MULTILINE)
-        found.insert(0, configured[0] if configured else say("https://pypi.org/simple (pip's default)"))
-    return ", ".join(found)
+    urls, default = index_urls(python, env)
+    named = [say("https://pypi.org/simple (pip's default)") if default else urls[0], *urls[1:]]
+    if env.get("PIP_FIND_LINKS"):
+        named.append(env["PIP_FIND_LINKS"])
+    return ", ".join(named)
+
+
+def index_silence(url: str, seconds: float = INDEX_CHECK_SECONDS) -> str | None:
+    """Why the package index at `url` does not answer a small request within `seconds` (None: it
+    answers; any HTTP status counts). Indexes that are not on the network (file:) are pip's to read."""
+    if not url.lower().startswith(("http://", "https://")):
+        return None
+    probe = urllib.request.Request(url.rstrip("/") + "/pip/", method="HEAD")
+    try:
+        with urllib.request.urlopen(probe, timeout=seconds):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered, if only to refuse this page
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        return str(reason) or type(reason).__name__
+
+
+def check_indexes(python: Path, env: dict[str, str] | None = None) -> None:
+    """Ask each package index pip would use for a page, all at once, before pip starts; exit with a
+    message naming the host that does not answer and what to do, instead of pip's silent retries."""
+    env = os.environ if env is None else env
+    if env.get("PIP_NO_INDEX", "").lower() in {"1", "true", "yes", "on"}:
+        return
+    urls, _ = index_urls(python, env)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        silent = [(url, why) for url, why in zip(urls, pool.map(index_silence, urls), strict=True) if why]
+    if silent:
+        url, why = silent[0]
+        sys.exit(
+            say(
+                "The package index {host} does not answer ({why}), so nothing can be installed from it. "
+                "Check the network or the proxy (HTTPS_PROXY=http://host:port), or unset the setting that "
+                "names it (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL or `pip config list`) or name a mirror "
+                "that answers (the README's section on package mirrors), then run this again."
+            ).format(host=urllib.parse.urlsplit(url).netloc or url, why=why)
+        )
 
 
 def install(python: Path, *pip_args: str) -> None:
     """`pip install` into the environment of `python`; exit with one line saying why if that fails."""
     print(say("Installing with pip from {index}.").format(index=package_index(python)), flush=True)
+    check_indexes(python)
     output: list[str] = []
-    status = run([python, "-m", "pip", "install", "--quiet", *pip_args], output=output)
+    status = run([python, "-m", "pip", "install", "--quiet", *PIP_BOUNDS, *pip_args], output=output)
     if status == 0:
         return
     if any(NO_NETWORK.search(line) for line in output):

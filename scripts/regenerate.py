@@ -34,11 +34,12 @@ try:  # Ctrl-C during these imports (a second or more): one line, not an import-
 
     import ipykernel.kernelspec
     import nbformat
+    from command_help import command_parser
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
     from kernel_sockets import AsyncSocketKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from notebook_args import ROOT, notebook_parser, notebooks_from_args
+    from notebook_args import ROOT, notebooks_from_args
 
     import translations
 except KeyboardInterrupt:
@@ -238,9 +239,7 @@ def jupyterlab_kernelspec() -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     """Regenerate the notebooks named in argv (default: all) and report each one."""
-    names = notebook_parser(
-        "python3 course.py regenerate", "Re-execute notebooks top to bottom and store their outputs."
-    ).parse_args(argv)
+    names = command_parser("regenerate").parse_args(argv)
     paths, missing = notebooks_from_args(names.notebooks)
     if missing:
         print(f"No such notebook: {', '.join(missing)}; name one as notebooks/05_data_parallel.ipynb")

@@ -19,7 +19,6 @@ and docstrings only; the code must stay the English's), and `build` puts them in
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import hashlib
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polib
+from command_help import command_parser
 from links import (
     BADGE_LINE,
     EDITIONS,
@@ -733,13 +733,7 @@ def check(root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str]) -> int:
     """Command line: update, build or check; see the module's docstring."""
-    parser = argparse.ArgumentParser(
-        prog="python3 course.py translate",
-        description="Keep the Chinese edition in step with the English: update the .po files, build the "
-        "Chinese notebooks, or check that everything is translated, current and built.",
-    )
-    parser.add_argument("action", choices=["update", "build", "check"])
-    action = parser.parse_args(argv).action
+    action = command_parser("translate").parse_args(argv).action
     if action == "update":
         for line in update():
             print(line)

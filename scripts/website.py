@@ -31,6 +31,8 @@ import tomllib
 from pathlib import Path
 from urllib.parse import quote
 
+import owned_folders
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 DEFAULT_OUT = ROOT / "build" / "site"
@@ -109,13 +111,12 @@ def site_page(text: str, language: str) -> str:
 
 
 def stage_sources(stage: Path, language: str = "en") -> list[Path]:
-    """Copy an edition's pages and notebooks into `stage`, the notebooks in notebooks/.
+    """Copy an edition's pages and notebooks into `stage`, a folder that must not exist yet, the
+    notebooks in notebooks/.
 
     Return the notebooks. docs/images/ and docs/_static/ serve both editions.
     """
     pages = EDITIONS[language][0]
-    if stage.exists():
-        shutil.rmtree(stage)
     shutil.copytree(pages, stage, ignore=shutil.ignore_patterns("conf.py", "__pycache__", CHINESE))
     if language != "en":
         for shared in ("images", "_static"):  # serve both editions
@@ -163,17 +164,28 @@ def unmatched_pages(html: Path) -> list[str]:
     return sorted(pages)
 
 
-def build(out: Path) -> Path:
-    """Build both editions into `out`/html from scratch and return that folder; raise if Sphinx warns."""
-    out = out.resolve()
+def build_folders() -> list[str]:
+    """The entries of the build folder that a build writes, and so replaces: html/ and, per
+    edition, the staged sources and Sphinx's doctrees."""
+    suffixes = ["" if language == "en" else f"-{language}" for language in EDITIONS]
+    return ["html", *(f"{kind}{suffix}" for suffix in suffixes for kind in ("src", "doctrees"))]
+
+
+def build(out: Path, option: str = "--out") -> Path:
+    """Build both editions into `out`/html from scratch and return that folder; raise if Sphinx warns.
+
+    `out` must be missing, empty or a build folder of the course's (owned_folders): a folder of
+    the user's raises NotOurFolder (its message names `option`), and only the entries a build
+    writes are replaced, so nothing else in `out` is ever removed.
+    """
+    out = owned_folders.claim(out, option)
+    owned_folders.remove(out, *build_folders())
     html = out / "html"
-    shutil.rmtree(html, ignore_errors=True)
     started, count = time.monotonic(), 0
     for language, (_, _, _, subfolder) in EDITIONS.items():
         suffix = "" if language == "en" else f"-{language}"
         stage, doctrees = out / f"src{suffix}", out / f"doctrees{suffix}"
         notebooks = stage_sources(stage, language)
-        shutil.rmtree(doctrees, ignore_errors=True)
         sphinx(stage, html / subfolder, doctrees, language)
         for notebook in notebooks:  # beside its page, which links to it for download
             shutil.copy2(notebook, html / subfolder / STAGED_NOTEBOOKS / notebook.name)
@@ -208,16 +220,26 @@ def serve(html: Path, port: int) -> None:
 
 def main(argv: list[str]) -> int:
     """Parse the command line, build, and serve when asked."""
-    parser = argparse.ArgumentParser(description="Build (and serve) the course's website.")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="build folder (default build/site)")
+    parser = argparse.ArgumentParser(
+        prog="python3 course.py site",
+        description="Build (and serve) the course's website, both languages, from the stored outputs.",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="build folder: new, empty or one an earlier build made (default build/site)",
+    )
     parser.add_argument("--serve", action="store_true", help="serve the site on 127.0.0.1 after building")
     parser.add_argument("--port", type=int, default=8000, help="port for --serve (default 8000; 0: any free)")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be between 0 and 65535, not {args.port}")
+    if args.out == DEFAULT_OUT:  # the course's own folder under build/, also from before markers
+        owned_folders.adopt(DEFAULT_OUT)
     try:
         html = build(args.out)
-    except (RuntimeError, FileNotFoundError) as err:
+    except (RuntimeError, FileNotFoundError, owned_folders.NotOurFolder) as err:
         print(err, file=sys.stderr)
         return 1
     if args.serve:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 import venv
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,8 +265,10 @@ def unreachable_index(monkeypatch):
 
 
 def test_without_network_the_install_says_so_in_one_line_and_keeps_pips_output(
-    unreachable_index, tmp_path, capsys
+    unreachable_index, tmp_path, capsys, monkeypatch
 ):
+    """An index that stops answering once pip runs (the check before it passed): pip's own report."""
+    monkeypatch.setattr(course_shell, "check_indexes", lambda python: None)
     target = tmp_path / "target"
     with pytest.raises(SystemExit) as failed:
         course.install(Path(sys.executable), "--no-deps", "--target", str(target), "course-demo-package")
@@ -279,8 +284,9 @@ def test_without_network_the_install_says_so_in_one_line_and_keeps_pips_output(
 
 
 def test_an_install_that_fails_for_another_reason_does_not_blame_the_network(
-    unreachable_index, tmp_path, capsys
+    unreachable_index, tmp_path, capsys, monkeypatch
 ):
+    monkeypatch.setattr(course_shell, "check_indexes", lambda python: None)
     with pytest.raises(SystemExit) as failed:
         course.install(Path(sys.executable), "--no-deps", "--target", str(tmp_path), str(tmp_path / "none"))
     assert str(failed.value.code).startswith("Installing the course failed (pip exit status 1)")
@@ -294,7 +300,7 @@ def test_without_pip_index_url_the_index_in_pips_settings_is_named(tmp_path):
     named = course_shell.package_index(Path(sys.executable), env)
     assert named == "https://mirrors.example.cn/pypi/simple, https://download.example/whl/cpu"
     with_variable = course_shell.package_index(
-        Path(sys.executable), {"PIP_INDEX_URL": "http://127.0.0.1:9/s"}
+        Path(sys.executable), {"PIP_INDEX_URL": "http://127.0.0.1:9/s", "PIP_CONFIG_FILE": os.devnull}
     )
     assert with_variable == "http://127.0.0.1:9/s"
 
@@ -531,3 +537,151 @@ def test_ctrl_c_stops_the_test_command_at_every_moment(terminal, tmp_path, child
     assert (status, err) == (128 + signal.SIGINT, said + "\n"), (out, err)
     assert "between" not in out and "child" not in out.replace("child got Ctrl-C", "")  # nothing after
     assert "ruff found problems" not in out
+
+
+# --- every command's --help answers at once, before any set-up --------------------------------
+
+
+@pytest.fixture(scope="module")
+def bare_course(tmp_path_factory):
+    """A copy of the course's command and scripts with no .venv, and a Python outside any venv."""
+    copy = tmp_path_factory.mktemp("bare-course")
+    for name in ("course.py", "pyproject.toml"):
+        shutil.copy2(course.ROOT / name, copy / name)
+    for folder in ("scripts", "docs"):
+        shutil.copytree(course.ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    return copy, str(base if base.exists() else sys.executable)
+
+
+@pytest.mark.parametrize("command", sorted(course.COMMANDS))
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_command_help_answers_without_setting_anything_up(bare_course, command, flag):
+    copy, python = bare_course
+    args = [command, "prepare", flag] if command == "gpu" else [command, flag]
+    started = time.monotonic()
+    result = subprocess.run(
+        [python, str(copy / "course.py"), *args], cwd=copy, capture_output=True, text=True, timeout=WAIT
+    )
+    seconds = time.monotonic() - started
+    print(f"course.py {' '.join(args)}: {seconds:.2f} s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "usage:" in result.stdout and f"course.py {command}" in result.stdout, result.stdout
+    assert not (copy / ".venv").exists(), "answering --help set up .venv"
+    assert "Creating the virtual environment" not in result.stdout + result.stderr
+
+
+def test_lab_help_names_the_courses_options_first(capsys, monkeypatch):
+    monkeypatch.setattr(course, "ensure_environment", lambda: pytest.fail("--help set up .venv"))
+    assert course.main(["lab", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python3 course.py lab") and "--no-browser" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "opens"),
+    [
+        ([], True),
+        (["--no-browser"], True),
+        (["--port", "9999", "--no-browser"], True),
+        (["notebooks/05_data_parallel.ipynb"], False),
+        (["--no-browser", "notebooks/zh-CN/00_start_here.ipynb"], False),
+    ],
+)
+def test_lab_opens_notebook_00_unless_a_notebook_is_named(args, opens, capsys):
+    command = course.lab_command(Path("python"), args, euid=1000)
+    assert command[3 : -1 if opens else None] == args
+    assert (command[-1] == course.FIRST_NOTEBOOK) is opens
+
+
+@pytest.mark.parametrize("form", [["--out", "x"], ["--out=x"], ["--docs=x"], ["report", "x"]])
+def test_folder_options_are_made_absolute_against_the_working_folder(form, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    resolved = course.folder_paths(form)
+    assert str(tmp_path / "x") in resolved[-1] and resolved[-1].endswith(str(tmp_path / "x"))
+
+
+def test_a_venv_folder_of_the_users_is_not_removed_when_creation_fails(tmp_path, monkeypatch):
+    target = tmp_path / ".venv"
+    target.mkdir()
+    (target / "notes.txt").write_text("the user's")
+    monkeypatch.setattr(course, "VENV", target)
+
+    def fails(self, env_dir):
+        raise subprocess.CalledProcessError(1, ["python", "-m", "ensurepip"])
+
+    monkeypatch.setattr(venv.EnvBuilder, "create", fails)
+    with pytest.raises(SystemExit, match="python3-venv"):
+        course.ensure_environment()
+    assert (target / "notes.txt").read_text() == "the user's"
+
+
+# --- every package index is asked before pip starts ---------------------------------------------
+
+
+@pytest.fixture
+def silent_index():
+    """The address of a package index that accepts connections and never answers (a listening socket
+    nobody reads), as a firewall that drops the replies looks to pip."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/simple"
+    finally:
+        listener.close()
+
+
+def test_an_index_that_refuses_is_named_before_pip_starts(unreachable_index, capsys):
+    with pytest.raises(SystemExit) as failed:
+        course.install(Path(sys.executable), "--no-deps", "course-demo-package")
+    message = str(failed.value.code)
+    assert message.startswith("The package index 127.0.0.1:9 does not answer"), message
+    assert "PIP_INDEX_URL" in message and "\n" not in message
+    assert "Retrying" not in capsys.readouterr().out, "pip never started"
+
+
+def test_every_configured_index_is_checked_and_the_silent_one_named(silent_index, monkeypatch):
+    monkeypatch.setattr(course_shell, "INDEX_CHECK_SECONDS", 1)
+    answering = socket.create_server(("127.0.0.1", 0))  # answers: an HTTP error still counts
+    server = threading.Thread(target=lambda: answer_once(answering), daemon=True)
+    server.start()
+    env = {
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_INDEX_URL": f"http://127.0.0.1:{answering.getsockname()[1]}/simple",
+        "PIP_EXTRA_INDEX_URL": f"file:///nowhere {silent_index}",
+    }
+    urls, default = course_shell.index_urls(Path(sys.executable), env)
+    assert urls == [env["PIP_INDEX_URL"], "file:///nowhere", silent_index] and not default
+    with pytest.raises(SystemExit) as failed:
+        course_shell.check_indexes(Path(sys.executable), env)
+    assert f"The package index {silent_index.split('/')[2]} does not answer" in str(failed.value.code)
+    server.join(timeout=WAIT)
+    answering.close()
+    course_shell.check_indexes(Path(sys.executable), {**env, "PIP_NO_INDEX": "1"})  # offline: not asked
+
+
+def answer_once(listener: socket.socket) -> None:
+    """Answer one HTTP request with 404, as an index does for a page it lacks."""
+    connection, _ = listener.accept()
+    with connection:
+        connection.recv(4096)
+        connection.sendall(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+
+def test_course_py_lab_with_a_silent_index_stops_and_names_the_host(bare_course, silent_index):
+    copy, python = bare_course
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=silent_index, PIP_NO_CACHE_DIR="1")
+    started = time.monotonic()
+    result = subprocess.run(
+        [python, str(copy / "course.py"), "lab", "--no-browser"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=env,
+    )
+    print(f"course.py lab stopped after {time.monotonic() - started:.1f} s")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"The package index {silent_index.split('/')[2]} does not answer" in result.stderr
+    assert "Traceback" not in result.stderr
+    shutil.rmtree(copy / ".venv")  # made by this test; the --help tests check that none is made
