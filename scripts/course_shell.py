@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -61,6 +62,14 @@ CHINESE_MESSAGES = {
     "--allow-root。",
     '"{command}" is not a command of course.py.': "“{command}”不是 course.py 的命令。",
     "No command given.": "没有给出命令。",
+    "  [{time}] {count} packages found so far ({name})\n": "  [{time}] 已找到 {count} 个软件包（{name}）\n",
+    "  [{time}] downloading {file} ({size} {unit}B)\n": "  [{time}] 正在下载 {file}（{size} {unit}B）\n",
+    "  [{time}] installing {count} packages (a minute or two without output) ...\n": "  [{time}] 正在安装 "
+    "{count} 个软件包（一两分钟内没有输出）……\n",
+    "  [{time}] installed.\n": "  [{time}] 安装完成。\n",
+    "The first set-up downloads about 170 packages, PyTorch the largest (hundreds of MB for "
+    "the CPU build, a few GB for the CUDA build): 2 to 5 minutes on a fast connection.": "第一次准备要下载"
+    "约 170 个软件包，其中 PyTorch 最大（CPU 版几百 MB，CUDA 版几 GB）：网速快时需要 2 到 5 分钟。",
     "The package index {host} does not answer ({why}), so nothing can be installed from it. "
     "Check the network or the proxy (HTTPS_PROXY=http://host:port), or unset the setting that "
     "names it (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL or `pip config list`) or name a mirror "
@@ -128,6 +137,7 @@ def run(
     env: dict[str, str] | None = None,
     *,
     stop_on_interrupt: bool = False,
+    echo: Callable[[str], str | None] | None = None,
 ) -> int:
     """Run a command from the course root as if it ran alone; return its exit status as a shell shows it.
 
@@ -139,7 +149,8 @@ def run(
     is the child's whole environment. With `stop_on_interrupt`, a SIGINT that reached this
     process at any moment of the run (the child may have finished, even successfully, as it
     arrived) raises `Interrupted` once the child has ended, instead of returning its status;
-    one that arrives before the child starts means it never starts.
+    one that arrives before the child starts means it never starts. `echo`, with `output`, turns
+    each line into what is shown (None: nothing) while the whole line is still collected.
     """
     print("+", " ".join(str(c) for c in cmd), flush=True)
     child: subprocess.Popen[str] | None = None
@@ -176,7 +187,9 @@ def run(
             with _passing_on_sigint(child, interrupts, enabled=not ignoring_sigint):
                 if child.stdout is not None and output is not None:
                     for line in child.stdout:
-                        print(line, end="", flush=True)
+                        shown = line if echo is None else echo(line)
+                        if shown is not None:
+                            print(shown, end="", flush=True)
                         output.append(line)
                 child.wait()
         status = child.returncode
@@ -345,12 +358,68 @@ def check_indexes(python: Path, env: dict[str, str] | None = None) -> None:
         )
 
 
+class PipProgress:
+    """pip's output as a few lines of progress: each package it collects (at most one line every
+    few seconds), each large download, the install step and its end, with the time so far; its
+    warnings, errors and retries as they come. Everything else of pip's is kept, not shown."""
+
+    SHOWN = re.compile(r"^\s*(ERROR|WARNING|Retrying|Looking in)|No matching distribution|[Ee]rror:")
+    LARGE = re.compile(r"^\s*Downloading (\S+) \((\d+(?:\.\d+)?) ([MG])B\)")
+
+    def __init__(self, every_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.every_s = clock, every_s
+        self.started = clock()
+        self.collected, self.last_shown = 0, -every_s
+
+    def elapsed(self) -> str:
+        """The time since the install began, as m:ss."""
+        seconds = int(self.clock() - self.started)
+        return f"{seconds // 60}:{seconds % 60:02d}"
+
+    def __call__(self, line: str) -> str | None:
+        """What to show for one line of pip's output (None: nothing)."""
+        if self.SHOWN.search(line):
+            return line
+        if line.startswith("Collecting "):
+            self.collected += 1
+            if self.clock() - self.last_shown < self.every_s:
+                return None
+            self.last_shown = self.clock()
+            name = line.split()[1]
+            return say("  [{time}] {count} packages found so far ({name})\n").format(
+                time=self.elapsed(), count=self.collected, name=name
+            )
+        if match := self.LARGE.match(line):
+            if match[3] == "M" and float(match[2]) < 20:
+                return None
+            return say("  [{time}] downloading {file} ({size} {unit}B)\n").format(
+                time=self.elapsed(), file=Path(match[1]).name, size=match[2], unit=match[3]
+            )
+        if line.startswith("Installing collected packages:"):
+            count = len(line.split(":", 1)[1].split(","))
+            return say(
+                "  [{time}] installing {count} packages (a minute or two without output) ...\n"
+            ).format(time=self.elapsed(), count=count)
+        if line.startswith("Successfully installed"):
+            return say("  [{time}] installed.\n").format(time=self.elapsed())
+        return None
+
+
 def install(python: Path, *pip_args: str) -> None:
-    """`pip install` into the environment of `python`; exit with one line saying why if that fails."""
+    """`pip install` into the environment of `python`, with a line of progress every few seconds;
+    exit with one line saying why if that fails."""
     print(say("Installing with pip from {index}.").format(index=package_index(python)), flush=True)
     check_indexes(python)
+    print(
+        say(
+            "The first set-up downloads about 170 packages, PyTorch the largest (hundreds of MB for "
+            "the CPU build, a few GB for the CUDA build): 2 to 5 minutes on a fast connection."
+        ),
+        flush=True,
+    )
     output: list[str] = []
-    status = run([python, "-m", "pip", "install", "--quiet", *PIP_BOUNDS, *pip_args], output=output)
+    command = [python, "-m", "pip", "install", "--progress-bar", "off", *PIP_BOUNDS, *pip_args]
+    status = run(command, output=output, echo=PipProgress())
     if status == 0:
         return
     if any(NO_NETWORK.search(line) for line in output):

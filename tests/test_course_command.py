@@ -685,3 +685,31 @@ def test_course_py_lab_with_a_silent_index_stops_and_names_the_host(bare_course,
     assert f"The package index {silent_index.split('/')[2]} does not answer" in result.stderr
     assert "Traceback" not in result.stderr
     shutil.rmtree(copy / ".venv")  # made by this test; the --help tests check that none is made
+
+
+def test_pips_output_becomes_a_few_lines_of_progress_with_the_time_so_far():
+    now = [0.0]
+    progress = course_shell.PipProgress(every_s=5, clock=lambda: now[0])
+    shown = []
+    recorded = [
+        (0, "Collecting torch==2.13.*\n"),
+        (1, "  Downloading torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl (190.2 MB)\n"),
+        (2, "Collecting numpy\n"),  # within 5 s of the last: counted, not shown
+        (3, "  Downloading numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl (16.6 MB)\n"),
+        (8, "Collecting jupyterlab\n"),
+        (9, "Requirement already satisfied: pip in ./.venv/lib/python3.11/site-packages\n"),
+        (10, "WARNING: Retrying (Retry(total=0)) after connection broken by 'ReadTimeoutError'\n"),
+        (75, "Installing collected packages: numpy, torch, jupyterlab\n"),
+        (130, "Successfully installed jupyterlab-4.5 numpy-2.3.0 torch-2.13.0\n"),
+    ]
+    for seconds, line in recorded:
+        now[0] = seconds
+        shown.append(progress(line))
+    assert [s for s in shown if s is not None] == [
+        "  [0:00] 1 packages found so far (torch==2.13.*)\n",
+        "  [0:01] downloading torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl (190.2 MB)\n",
+        "  [0:08] 3 packages found so far (jupyterlab)\n",
+        recorded[6][1],
+        "  [1:15] installing 3 packages (a minute or two without output) ...\n",
+        "  [2:10] installed.\n",
+    ]
