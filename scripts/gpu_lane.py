@@ -13,6 +13,10 @@ src/ and scripts/ on PYTHONPATH (the notebooks' kernels inherit it), prints the 
 pytest in parallel and writes report.json, notebooks.zip (the executed notebooks) and
 pytest-output.txt into DIR, also when its timeout stops pytest. It never installs torch: the
 machine's own CUDA build is what the run tests. Called through `python3 course.py gpu`.
+
+What comes from elsewhere (lane.json and the wheels there, report.json and notebooks.zip here) is
+checked before use (gpu_lane_inputs), and every text of a run reaches its page escaped: a bad file,
+or a folder that cannot be written, ends in one line that names it and the field, status 2.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import datetime
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -35,7 +40,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import owned_folders
 from course_shell import pytest_command, requirement_name, requirements_for_tests, worker_count
+from gpu_lane_inputs import RAN_KEY, REPORT_HINT, BadInput, inside, load_manifest, load_report, read_notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = ROOT / "build" / "gpu-wheels"
@@ -75,7 +82,7 @@ NEVER = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
 GPU_TEST_MARK = re.compile(r"torch\.(cuda|accelerator)\.")
 DEFAULT_TIMEOUT_S = 420  # well inside the 8 minutes that one call on a GPU machine may take
 REPORT_MARGIN_S = 20  # what writing the report takes after pytest is stopped
-RAN_KEY = "gpu_lane_ran"  # set by the plugin in the metadata of each cell that this run executed
+RUN_FILES = ("report.json", "notebooks.zip", "pytest-output.txt")  # what `run` writes into --out
 
 
 def normalize(name: str) -> str:
@@ -160,7 +167,17 @@ def tree_size() -> int:
 
 
 def prepare(wheels: Path) -> int:
-    """Download into `wheels` what the GPU machine lacks, write the manifest, check the size."""
+    """Download into `wheels` what the GPU machine lacks, write the manifest, check the size.
+
+    `wheels` must be missing, empty or a folder an earlier `prepare` made (owned_folders): the
+    wheels and manifest there are replaced, nothing else; a folder of the user's is refused
+    before anything is downloaded.
+    """
+    try:
+        wheels = owned_folders.claim(wheels, "--wheels")
+    except owned_folders.NotOurFolder as err:
+        print(err, file=sys.stderr)
+        return 2
     target = target_requirements()
     needed = needed_requirements()
     # torch is left out of the resolution: pip would fetch its gigabytes of CUDA wheels only to read
@@ -192,9 +209,7 @@ def prepare(wheels: Path) -> int:
             print("pip could not resolve the requirements above (see its message).", file=sys.stderr)
             return 1
         bring, have = plan(json.loads(report_path.read_text(encoding="utf-8")), target)
-    if wheels.exists():
-        shutil.rmtree(wheels)
-    wheels.mkdir(parents=True)
+    owned_folders.remove(wheels, MANIFEST, *(p.name for p in wheels.glob("*.whl")))
     download = [*pip, "download", "--quiet", "--no-deps", *pip_target_options(), "--dest", str(wheels)]
     if subprocess.call([*download, *(f"{name}=={version}" for name, version in bring)]) != 0:
         print("pip could not download the wheels above (see its message).", file=sys.stderr)
@@ -234,12 +249,18 @@ def unpack_wheels(wheels: Path, names: list[str], site: Path) -> None:
     """Install wheels by unpacking them into `site` (a folder for PYTHONPATH): no pip, no network.
 
     A wheel is a zip of what goes into site-packages; its `NAME.data/purelib` and `platlib` go
-    there too (its scripts and data files are not needed to import it).
+    there too (its scripts and data files are not needed to import it). A file that is no zip
+    raises BadInput; zipfile keeps every entry inside `site`.
     """
     site.mkdir(parents=True, exist_ok=True)
     for name in names:
-        with zipfile.ZipFile(wheels / name) as wheel:
-            wheel.extractall(site)
+        try:
+            with zipfile.ZipFile(wheels / name) as wheel:
+                wheel.extractall(site)
+        except zipfile.BadZipFile as err:
+            raise BadInput(
+                f"{wheels / name}: not a wheel ({err}): run `python3 course.py gpu prepare` again"
+            ) from None
         for data in site.glob("*.data"):
             for kind in ("purelib", "platlib"):
                 if (data / kind).is_dir():
@@ -491,18 +512,20 @@ def archive(executed: Path, target: Path) -> list[str]:
 def gpu_run(
     out: Path, wheels: Path, notebooks: list[str], tests: list[str], timeout: float, workers: int
 ) -> int:
-    """Run the notebooks and tests in the lane's environment and write DIR's report; 0 when all passed."""
+    """Run the notebooks and tests in the lane's environment and write `out`'s report; 0 when all passed.
+
+    The manifest is checked first (BadInput); `out` must be missing, empty or a folder an earlier
+    run made (owned_folders), where only RUN_FILES are replaced.
+    """
     started, clock = datetime.datetime.now(datetime.UTC), time.monotonic()
-    manifest_path = wheels / MANIFEST
-    if not manifest_path.is_file():
-        print(
-            f"{manifest_path} is missing: run `python3 course.py gpu prepare` on a machine with pip and "
-            f"carry {wheels.relative_to(ROOT) if wheels.is_relative_to(ROOT) else wheels} along.",
-            file=sys.stderr,
-        )
-        return 2
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    out.mkdir(parents=True, exist_ok=True)
+    manifest = load_manifest(wheels, MANIFEST)
+    try:
+        out = owned_folders.claim(out, "--out")
+    except OSError as err:
+        raise BadInput(
+            f"--out {out}: cannot write there ({err.strerror}): name a folder you may write to"
+        ) from None
+    owned_folders.remove(out, *RUN_FILES)
     with tempfile.TemporaryDirectory(prefix="course-gpu-lane-") as scratch:
         site, results = Path(scratch) / "site", Path(scratch) / "results"
         unpack_wheels(wheels, manifest["wheels"], site)
@@ -585,14 +608,15 @@ def hardware_dependent(cell: dict[str, Any]) -> bool:
 
 
 def output_text(outputs: list[dict[str, Any]], limit: int = 30) -> str:
-    """A cell's outputs as text: streams, plain-text results, errors; a picture as `[image]`."""
+    """A cell's outputs as text: streams, plain-text results, errors; a picture as `[image]`.
+    A field that an executed notebook lacks counts as empty (gpu_lane_inputs.NOTEBOOK checks the rest)."""
     parts = []
     for output in outputs:
         kind = output["output_type"]
         if kind == "stream":
-            parts.append("".join(output["text"]))
+            parts.append("".join(output.get("text", "")))
         elif kind == "error":
-            parts.append(f"{output['ename']}: {output['evalue']}\n")
+            parts.append(f"{output.get('ename', '')}: {output.get('evalue', '')}\n")
         else:
             data = output.get("data", {})
             if any(key.startswith("image/") for key in data):
@@ -667,12 +691,18 @@ WORDS = {
 }
 
 
+def run_date(report: dict[str, Any]) -> str:
+    """The day a checked report's run started, from its parsed `started` (never the raw text)."""
+    return datetime.datetime.fromisoformat(report["started"]).date().isoformat()
+
+
 def page_name(report: dict[str, Any]) -> str:
-    """`<date>-<gpu>-torch<version>`, e.g. `2026-11-26-nvidia-h100-80gb-hbm3-torch2.11.0`."""
-    date = report["started"][:10]
+    """`<date>-<gpu>-torch<version>`, e.g. `2026-11-26-nvidia-h100-80gb-hbm3-torch2.11.0`, of a report
+    that load_report checked: letters, digits, `-` and `.` only, so it names a file in one folder."""
     gpu = report["gpus"][0]["name"] if report["gpus"] else "cpu-rehearsal"
-    torch_version = report["torch"]["version"].split("+")[0]
-    return f"{date}-{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}-torch{torch_version}"
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "gpu"
+    torch_version = report["torch"]["version"].split("+")[0]  # digits, letters and dots (VERSION)
+    return f"{run_date(report)}-{slug}-torch{torch_version}"
 
 
 def side_by_side(cpu: str, gpu: str, words: dict[str, str]) -> str:
@@ -680,7 +710,7 @@ def side_by_side(cpu: str, gpu: str, words: dict[str, str]) -> str:
     would end the HTML block, so each line break inside is `&#10;`)."""
 
     def shown(text: str) -> str:
-        return html.escape(text).replace("\n", "&#10;")
+        return "&#10;".join(html.escape(scrub(text)).splitlines())
 
     return (
         f"<table><tr><th>{words['cpu']}</th><th>{words['gpu']}</th></tr>"
@@ -690,23 +720,49 @@ def side_by_side(cpu: str, gpu: str, words: dict[str, str]) -> str:
 
 TEMP_PATH = re.compile(r"(?<![\w.])/tmp/")
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # as in gpu_lane_plugin, which imports pytest
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# What Markdown (MyST: CommonMark, tables, roles) would read as markup inside a line.
+MARKDOWN_MARKUP = re.compile(r"[\\`*_{}\[\]|~#]")
 
 
 def scrub(text: str) -> str:
-    """A page without the GPU machine's own paths: its temporary folders as `$TMPDIR/`, the
+    """Text without the GPU machine's own paths: its temporary folders as `$TMPDIR/`, the
     course's files relative to its root (the website must not show where a machine kept things),
     and without a terminal's colour codes (a report's error lines may carry nbval's)."""
     return ANSI_ESCAPE.sub("", TEMP_PATH.sub("$TMPDIR/", text.replace(f"{ROOT}/", "")))
 
 
+def one_line(value: object) -> str:
+    """A value from a run folder as scrubbed text on one line, without control characters."""
+    return CONTROL.sub("", " ".join(scrub(str(value)).splitlines()))
+
+
+def markdown_text(value: object) -> str:
+    """A value from a run folder as Markdown that shows it as text and does nothing else: HTML's
+    `<`, `>` and `&` as entities, Markdown's markup (emphasis, links, code, roles, a table's `|`)
+    behind a backslash."""
+    return MARKDOWN_MARKUP.sub(r"\\\g<0>", html.escape(one_line(value), quote=False))
+
+
+def code_span(value: object, in_table: bool = False) -> str:
+    """A value from a run folder as a Markdown code span (whose text Markdown shows as it is): its
+    fence longer than any run of backticks in it; in a table a `|` is escaped, as GFM asks there."""
+    text = one_line(value).replace("|", "\\|") if in_table else one_line(value)
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: str) -> str:
     """The run's page: the machine, what ran and passed, and each hardware-dependent output that
-    differs from the stored CPU output, beside it and the table's prediction."""
+    differs from the stored CPU output, beside it and the table's prediction. `report` and
+    `executed` come from a run folder, checked (load_report, read_notebooks): each text of theirs
+    reaches the page escaped (markdown_text, code_span, side_by_side), numbers as numbers."""
     words, torch_ = WORDS[language], report["torch"]
-    date, version = report["started"][:10], torch_["version"]
+    date, version = run_date(report), markdown_text(torch_["version"])
     gpus = report["gpus"]
     title = (
-        words["title"].format(gpu=gpus[0]["name"], torch=version, date=date)
+        words["title"].format(gpu=markdown_text(gpus[0]["name"]), torch=version, date=date)
         if gpus
         else (words["rehearsal"].format(torch=version, date=date))
     )
@@ -718,19 +774,21 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
     machine = report["machine"]
     lines += [f"## {words['machine']}", ""]
     lines += [
-        f"- {g['index']}: {g['name']}, {g['memory_gib']} GiB, compute capability {g['capability']}"
+        f"- {g['index']}: {markdown_text(g['name'])}, {g['memory_gib']} GiB, "
+        f"compute capability {g['capability']}"
         for g in gpus
     ]
+    build, driver = markdown_text(torch_["build"]), markdown_text(report["driver"])
     lines += [
-        f"- driver {report['driver']}, torch {version} ({torch_['build']}, cuDNN {torch_['cudnn']})",
-        f"- Python {machine['python']}, {machine['cpus']} CPUs, {machine['memory_gib']} GiB",
+        f"- driver {driver}, torch {version} ({build}, cuDNN {torch_['cudnn']})",
+        f"- Python {markdown_text(machine['python'])}, {machine['cpus']} CPUs, {machine['memory_gib']} GiB",
         f"- {words['command'].format(seconds=report['seconds'], workers=report['pytest']['workers'] or 1)}",
         *(
-            [f"- **{words['outside'].format(packages=', '.join(report['outside']))}**"]
+            [f"- **{words['outside'].format(packages=', '.join(map(markdown_text, report['outside'])))}**"]
             if report.get("outside")
             else []
         ),
-        *([f"- {words['load']}"] if (report["pytest"]["workers"] or 0) > 1 else []),
+        *([f"- {words['load']}"] if report["pytest"]["workers"] > 1 else []),
         "",
         f"## {words['results']}",
         "",
@@ -742,22 +800,24 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
         if not (group["passed"] or group["failed"] or group["skipped"]):
             counts = words["not_run"]
         first = group["failures"][0] if group["failures"] else None
-        error = f"{words['cell'].format(cell=first['cell'])}: `{first['error']}`" if first else ""
-        lines.append(f"| {name} | {counts} | {error.replace('|', '/')} |")
+        error = (
+            f"{words['cell'].format(cell=first['cell'])}: {code_span(first['error'], True)}" if first else ""
+        )
+        lines.append(f"| {markdown_text(name)} | {counts} | {error} |")
     if report["tests"]:
         lines += ["", f"| test | {words['tests']} | {words['first_error']} |", "|---|---|---|"]
         for name, group in report["tests"].items():
             first = group["failures"][0] if group["failures"] else None
-            error = f"{first['test']}: `{first['error']}`" if first else ""
+            error = f"{markdown_text(first['test'])}: {code_span(first['error'], True)}" if first else ""
             counts = f"{group['passed']} / {group['failed']} / {group['skipped']}"
-            lines.append(f"| {name} | {counts} | {error.replace('|', '/')} |")
+            lines.append(f"| {markdown_text(name)} | {counts} | {error} |")
     column = table_column(len(gpus))
     table = gpu_table()
     lines += ["", f"## {words['differs']}", ""]
     for name, group in report["notebooks"].items():
         if name not in executed:
             continue
-        stored_path = ROOT / "notebooks" / name
+        stored_path = ROOT / "notebooks" / name  # a plain NN_name.ipynb (NOTEBOOK_NAME): in notebooks/
         stored = (
             json.loads(stored_path.read_text(encoding="utf-8")) if stored_path.is_file() else {"cells": []}
         )
@@ -769,20 +829,20 @@ def page(report: dict[str, Any], executed: dict[str, dict[str, Any]], language: 
             if not (number in failed or (ran and hardware_dependent(gpu))):
                 continue
             cpu = cpu_cells.get(gpu.get("id"), {"outputs": [], "source": gpu["source"]})
-            cpu_text, gpu_text = output_text(cpu["outputs"]), output_text(gpu["outputs"])
+            cpu_text, gpu_text = output_text(cpu["outputs"]), output_text(gpu.get("outputs", []))
             if cpu_text == gpu_text and number not in failed:
                 same += 1
                 continue
-            why = "".join(cpu["source"]).splitlines()[0]
-            error = f" — {words['failures']}: `{failed[number]}`" if number in failed else ""
-            differing += [f"### {name}, {words['cell'].format(cell=number)}{error}", "", f"`{why}`", ""]
-            differing += [side_by_side(cpu_text, gpu_text, words), ""]
-        lines += [f"**{name}** — {words['same'].format(count=same)}", ""]
+            why = ("".join(cpu["source"]).splitlines() or [""])[0]
+            error = f" — {words['failures']}: {code_span(failed[number])}" if number in failed else ""
+            heading = f"### {markdown_text(name)}, {words['cell'].format(cell=number)}{error}"
+            differing += [heading, "", code_span(why), "", side_by_side(cpu_text, gpu_text, words), ""]
+        lines += [f"**{markdown_text(name)}** — {words['same'].format(count=same)}", ""]
         row = table.get(name[:2])
         if column is not None and row is not None:
             lines += [words["predicted"].format(column=column), "", f"> {row[column]}", ""]
         lines += differing
-    return scrub("\n".join(lines).rstrip() + "\n")
+    return "\n".join(lines).rstrip() + "\n"
 
 
 INDEX_WORDS = {
@@ -829,22 +889,31 @@ def edition_folder(docs: Path, language: str) -> Path:
     return docs / RUNS if language == "en" else docs / language / RUNS
 
 
+def docs_file(docs: Path, language: str, name: str) -> Path:
+    """The file `name` in an edition's folder of run pages under `docs`, that folder made; BadInput
+    where the folder or the file would lead out of `docs` (through a link)."""
+    folder = edition_folder(docs, language)
+    if not folder.resolve().is_relative_to(docs.resolve()):  # checked before mkdir makes anything
+        raise BadInput(f"--docs {docs}: {folder} leads out of it (a link): name a folder without such links")
+    folder.mkdir(parents=True, exist_ok=True)
+    return inside(folder, name)
+
+
 def write_index(docs: Path) -> None:
     """Rewrite each edition's index of the run pages from the pages that are there."""
     for language in WORDS:
-        folder = edition_folder(docs, language)
-        folder.mkdir(parents=True, exist_ok=True)
-        pages = [p.stem for p in folder.glob("*.md") if p.name != "index.md"]
-        (folder / "index.md").write_text(index_page(pages, language), encoding="utf-8")
+        index = docs_file(docs, language, "index.md")
+        pages = [p.stem for p in index.parent.glob("*.md") if p.name != "index.md"]
+        index.write_text(index_page(pages, language), encoding="utf-8")
 
 
 def gpu_report(run_dir: Path, docs: Path) -> int:
-    """Turn a run's report.json and notebooks.zip into a page in each edition under `docs`."""
-    report_path = run_dir / "report.json"
-    if not report_path.is_file():
-        print(f"{report_path} is missing: give the folder that `gpu run --out DIR` wrote.", file=sys.stderr)
-        return 2
-    report = json.loads(report_path.read_text(encoding="utf-8"))
+    """Turn a run's report.json and notebooks.zip into a page in each edition under `docs`.
+
+    Both files are checked before anything is written (load_report, read_notebooks: BadInput);
+    the page's name comes from the checked values, and every file written lies inside `docs`.
+    """
+    report = load_report(run_dir)
     if report["rehearsal"] and docs.resolve() == DOCS.resolve():
         print(
             f"{run_dir} holds a CPU rehearsal (no GPU): its page would stand among the GPU runs. "
@@ -852,20 +921,45 @@ def gpu_report(run_dir: Path, docs: Path) -> int:
             file=sys.stderr,
         )
         return 2
-    with zipfile.ZipFile(run_dir / "notebooks.zip") as bundle:
-        executed = {name: json.loads(bundle.read(name)) for name in bundle.namelist()}
+    executed = read_notebooks(inside(run_dir, "notebooks.zip"), REPORT_HINT)
     name = page_name(report)
-    for language in WORDS:
-        folder = edition_folder(docs, language)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{name}.md").write_text(page(report, executed, language), encoding="utf-8")
-        print(f"Wrote {folder / name}.md")
-    write_index(docs)
+    pages = {language: page(report, executed, language) for language in WORDS}
+    try:
+        for language, text in pages.items():
+            target = docs_file(docs, language, f"{name}.md")
+            target.write_text(text, encoding="utf-8")
+            print(f"Wrote {target}")
+        write_index(docs)
+    except OSError as err:
+        raise BadInput(
+            f"--docs {docs}: cannot write {err.filename} ({err.strerror}): name a folder you may write to"
+        ) from None
     return 0
 
 
+def run_seconds(text: str) -> float:
+    """`--timeout`: a finite number of seconds, more than the report takes after pytest stops."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > REPORT_MARGIN_S):
+        raise argparse.ArgumentTypeError(
+            f"must be more than {REPORT_MARGIN_S} s (the time the report takes), a finite number: {text!r}"
+        )
+    return seconds
+
+
+def worker_option(text: str) -> int:
+    """`--workers`: how many pytest workers, a whole number, 0 for one process."""
+    if not text.strip().isdecimal():
+        raise argparse.ArgumentTypeError(f"must be a whole number of workers, 0 or more, not {text!r}")
+    return int(text)
+
+
 def main(argv: list[str]) -> int:
-    """Parse the command line and run `prepare`, `run` or `report`."""
+    """Parse the command line and run `prepare`, `run` or `report`; a bad input (a file from
+    elsewhere, a folder that cannot be written) ends in one line on stderr and status 2."""
     parser = argparse.ArgumentParser(prog="python3 course.py gpu", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     prepare_ = commands.add_parser("prepare", help="download the wheels the GPU machine lacks")
@@ -879,17 +973,32 @@ def main(argv: list[str]) -> int:
     run_.add_argument(
         "--tests", nargs="*", help="these test files only (default: those that take a GPU path)"
     )
-    run_.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds for the whole run")
-    run_.add_argument("--workers", type=int, default=worker_count(), help="pytest's workers (0: serially)")
+    run_.add_argument(
+        "--timeout", type=run_seconds, default=DEFAULT_TIMEOUT_S, help="seconds for the whole run"
+    )
+    run_.add_argument(
+        "--workers", type=worker_option, default=worker_count(), help="pytest's workers (0: serially)"
+    )
     report_ = commands.add_parser("report", help="turn a run's folder into a page of the website")
     report_.add_argument("run_dir", type=Path, help="the folder that `gpu run --out` wrote")
     report_.add_argument("--docs", type=Path, default=DOCS, help="the website's pages (default: docs/)")
     options = parser.parse_args(argv)
+    try:
+        return command(parser, options)
+    except (BadInput, owned_folders.NotOurFolder) as err:
+        print(err, file=sys.stderr)
+    except OSError as err:
+        print(f"{err.filename or 'the GPU lane'}: {err.strerror or err}", file=sys.stderr)
+    return 2
+
+
+def command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    """Run the command that `options` names (`parser` reports a bad argument)."""
     if options.command == "prepare":
-        return prepare(options.wheels.resolve())
+        if options.wheels == WHEELS:  # the course's own folder under build/, also from before markers
+            owned_folders.adopt(WHEELS)
+        return prepare(options.wheels)
     if options.command == "run":
-        if options.timeout <= REPORT_MARGIN_S:
-            parser.error(f"--timeout must be more than {REPORT_MARGIN_S} s (the time the report takes)")
         notebooks = english_notebooks() if options.notebooks is None else options.notebooks
         tests = gpu_test_files() if options.tests is None else options.tests
         for path in [*notebooks, *tests]:

@@ -196,7 +196,7 @@ def test_report_of_a_cpu_rehearsal_says_so_and_stays_out_of_the_sites_runs(tmp_p
     chinese = (tmp_path / "docs" / "zh-CN" / "gpu-runs" / f"{name}.md").read_text()
     assert english.startswith("# CPU rehearsal (no GPU)") and "Verified on" not in english
     assert chinese.startswith("# CPU 预演（没有 GPU）")
-    assert "| 00_start_here.ipynb | 12 / 0 / 0 |" in english
+    assert "| 00\\_start\\_here.ipynb | 12 / 0 / 0 |" in english  # file names escaped for Markdown
     assert "side by side" not in english  # one pytest worker: nothing ran beside the timings
     assert name in (tmp_path / "docs" / "gpu-runs" / "index.md").read_text()
     monkeypatch.setattr(gpu_lane, "DOCS", tmp_path / "site")  # the website's pages, as gpu_report knows them
@@ -232,8 +232,11 @@ def test_report_of_a_gpu_run_shows_each_differing_output_beside_the_cpus(tmp_pat
     assert name.endswith("-nvidia-h100-80gb-hbm3-torch2.11.0")
     page = (tmp_path / "docs" / "gpu-runs" / f"{name}.md").read_text()
     assert page.startswith("# Verified on NVIDIA H100 80GB HBM3 · torch 2.11.0+cu130")
-    assert f"### 00_start_here.ipynb, Cell {dependent[0]}" in page and "cuda:0 &lt;the GPU&gt;" in page
-    assert "### 00_start_here.ipynb, Cell 2 — failed: `FileNotFoundError: $TMPDIR/pytest-0/boom.json`" in page
+    assert f"### 00\\_start\\_here.ipynb, Cell {dependent[0]}" in page and "cuda:0 &lt;the GPU&gt;" in page
+    assert (
+        "### 00\\_start\\_here.ipynb, Cell 2 — failed: `FileNotFoundError: $TMPDIR/pytest-0/boom.json`"
+        in page
+    )
     assert "src/x.py $TMPDIR/snaps" in page and "/tmp/" not in page and str(ROOT) not in page
     assert "Cell 3 — failed: `Notebook cell execution failed`" in page and "\x1b" not in page
     assert "The table in CONTRIBUTING (1 GPU) says:" in page
@@ -270,7 +273,7 @@ def test_the_sites_index_of_runs_lists_the_pages_there():
     ("arguments", "named"),
     [
         (["run"], "--out"),
-        (["run", "--out", "x", "--timeout", "5"], "--timeout must be more than 20 s"),
+        (["run", "--out", "x", "--timeout", "5"], "argument --timeout: must be more than 20 s"),
         (
             ["run", "--out", "x", "--notebooks", "notebooks/99_none.ipynb"],
             "notebooks/99_none.ipynb is not a file",

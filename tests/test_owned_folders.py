@@ -97,7 +97,7 @@ def run_script(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("script", "option"), [("website.py", "--out")], ids=["site"]
+    ("script", "option"), [("website.py", "--out"), ("gpu_lane.py", "--wheels")], ids=["site", "gpu-prepare"]
 )
 def test_a_command_given_a_folder_of_the_users_refuses_and_deletes_nothing(
     tmp_path: Path, script: str, option: str
@@ -115,11 +115,19 @@ def test_a_command_given_a_folder_of_the_users_refuses_and_deletes_nothing(
 
 
 @pytest.mark.parametrize("form", ["separate", "equals"])
-def test_course_py_resolves_a_relative_folder_against_the_working_folder(tmp_path: Path, form: str) -> None:
-    """`course.py site --out mine` run from tmp_path means tmp_path/mine, not a folder of the checkout."""
+def test_course_py_site_writes_where_the_user_stands(tmp_path, monkeypatch, form: str) -> None:
+    """`course.py site --out mine` run from tmp_path means tmp_path/mine, not a folder of the checkout:
+    the script, run from the course root as course.py runs it, refuses that folder of the user's."""
+    import course
+
     users_folder(tmp_path)
+    started: list[list[str]] = []
+    monkeypatch.setattr(course, "ensure_environment", lambda: Path(sys.executable))
+    monkeypatch.setattr(course, "run", lambda command, **kw: started.append([str(c) for c in command]) or 0)
+    monkeypatch.chdir(tmp_path)
     out = ["--out", "mine"] if form == "separate" else ["--out=mine"]
-    result = run_script(str(ROOT / "course.py"), "site", *out, cwd=tmp_path)
+    assert course.main(["site", *out]) == 0
+    result = run_script(*started[0][1:], cwd=ROOT)
     assert result.returncode != 0
     assert str((tmp_path / "mine").resolve()) in result.stderr
     assert (tmp_path / "mine" / "src" / "keep.txt").exists()
