@@ -267,7 +267,7 @@ def regenerate(python: Path, args: list[str]) -> int:
 
 def bench(python: Path, args: list[str]) -> int:
     """Measure the notebooks, the suite and the whole test against the course's budgets."""
-    return run([python, "scripts/benchmark.py", *notebook_paths(args)])
+    return run([python, "scripts/benchmark.py", *folder_paths(args)])
 
 
 def site(python: Path, args: list[str]) -> int:
@@ -285,12 +285,12 @@ def retarget(python: Path, args: list[str]) -> int:
     return run([python, "scripts/links.py", *args])
 
 
-FOLDER_OPTIONS = ("--out", "--wheels", "--docs")
+FOLDER_OPTIONS = ("--out", "--wheels", "--docs", "--json", "--markdown", "--replay")
 
 
 def folder_paths(args: list[str]) -> list[str]:
-    """The arguments with the folders of FOLDER_OPTIONS (`--out DIR` or `--out=DIR`) and `gpu report`'s
-    DIR made absolute against the working folder: the scripts run from the course root."""
+    """The arguments with the paths of FOLDER_OPTIONS (`--out DIR` or `--out=DIR`, a bench's files) and
+    `gpu report`'s DIR made absolute against the working folder: the scripts run from the course root."""
     folders, previous = [], None
     for arg in args:
         option, equals, value = arg.partition("=")

@@ -5,6 +5,7 @@ set-up, and the scripts parse their arguments with the same parsers."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from notebook_args import notebook_parser
 
@@ -13,6 +14,8 @@ DESCRIPTIONS = {
     "editions; an English notebook brings its Chinese twin along).",
     "bench": "Measure the notebooks, the notebook suite, the unit tests and the whole test against the "
     "course's budgets. With NOTEBOOKs: those alone and as a suite.",
+    "format": "Format the notebooks' code cells (both editions: the English notebooks and the Chinese "
+    "translations) to the width the website shows without wrapping; --check lists the lines that do not fit.",
     "translate": "Keep the Chinese edition in step with the English: update the .po files, build the "
     "Chinese notebooks, or check that everything is translated, current and built.",
 }
@@ -21,8 +24,26 @@ DESCRIPTIONS = {
 def command_parser(command: str) -> argparse.ArgumentParser:
     """The parser of `python3 course.py COMMAND` for one of DESCRIPTIONS' commands."""
     prog = f"python3 course.py {command}"
+    if command == "format":
+        parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTIONS[command])
+        parser.add_argument("--check", action="store_true", help="list the lines too wide; write nothing")
+        return parser
     if command == "translate":
         parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTIONS[command])
         parser.add_argument("action", choices=["update", "build", "check"])
         return parser
-    return notebook_parser(prog, DESCRIPTIONS[command])
+    parser = notebook_parser(prog, DESCRIPTIONS[command])
+    if command == "bench":
+        parser.add_argument(
+            "--json", type=Path, metavar="FILE", help="write every figure there (default: build/bench.json)"
+        )
+        parser.add_argument(
+            "--markdown",
+            type=Path,
+            metavar="FILE",
+            help="also write CONTRIBUTING.md's table of the figures there",
+        )
+        parser.add_argument(
+            "--replay", type=Path, metavar="FILE", help="report a bench.json written earlier; measure nothing"
+        )
+    return parser

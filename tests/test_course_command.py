@@ -548,7 +548,7 @@ def bare_course(tmp_path_factory):
     copy = tmp_path_factory.mktemp("bare-course")
     for name in ("course.py", "pyproject.toml"):
         shutil.copy2(course.ROOT / name, copy / name)
-    for folder in ("scripts", "docs"):
+    for folder in ("scripts", "docs", "src"):
         shutil.copytree(course.ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
     base = Path(sys.base_prefix) / "bin" / "python3"
     return copy, str(base if base.exists() else sys.executable)
