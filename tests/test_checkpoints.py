@@ -160,11 +160,23 @@ def test_save_with_location_to_a_folder_says_to_name_a_file(tmp_path, state):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("path", [None, 3, ""])
-def test_a_path_that_is_not_a_file_name_is_refused(path, state):
-    with pytest.raises(TypeError, match="path is the checkpoint's file name, a str or Path"):
+@pytest.mark.parametrize(
+    ("path", "error", "match"),
+    [
+        (
+            None,
+            TypeError,
+            r"path must be the path of a file or folder \(a str or a Path\) such as 'model\.pt'",
+        ),
+        (3, TypeError, "path must be the path of a file or folder"),
+        ("", ValueError, "path is empty; pass text such as 'model.pt'"),
+        ("x\0.pt", ValueError, r"path holds a NUL character \('\\0'\)"),
+    ],
+)
+def test_a_path_that_is_not_a_file_name_is_refused(path, error, match, state):
+    with pytest.raises(error, match=match):
         save_with_location(state, path)
-    with pytest.raises(TypeError, match="path is a checkpoint's file name, a str or Path"):
+    with pytest.raises(error, match=match):
         storage_locations(path)
 
 
@@ -182,7 +194,7 @@ def test_an_object_that_cannot_be_pickled_leaves_no_file_and_keeps_the_old_one(t
 
 
 def test_a_path_with_a_nul_character_is_refused_before_anything_is_written(tmp_path, state):
-    with pytest.raises(ValueError, match="holds a NUL character, which no file name can hold"):
+    with pytest.raises(ValueError, match="holds a NUL character"):
         save_with_location(state, f"{tmp_path}/x\0.pt")
     assert list(tmp_path.iterdir()) == []
 

@@ -55,7 +55,8 @@ def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers, un
         timeout=240,
     )
     rows = sorted(result.json_lines(), key=lambda row: row["rank"])
-    assert [(r["rank"], r["attempt"], r["resumed at epoch"]) for r in rows] == [(0, 1, 1), (1, 1, 1)]
+    resumed = [(r["rank"], r["attempt"], r["resumed_at_epoch"]) for r in rows]
+    assert resumed == [(0, 1, 1), (1, 1, 1)]
     assert "failed (exitcode: 1)" in result.stderr  # torchrun's own line about the failure
     (error_file,) = logs.glob("*/attempt_0/1/error.json")  # what @record wrote in rank 1
     injected = "RuntimeError: injected failure: rank 1 dies in epoch 1, step 3"
@@ -73,7 +74,8 @@ def test_restarted_run_ends_with_the_uninterrupted_weights(tmp_path, workers, un
 
 def test_without_a_crash_nothing_restarts(tmp_path):
     reports = launch(train, nprocs=2, args=(str(tmp_path), 2), timeout=120)
-    assert [(r["attempt"], r["resumed at epoch"], r["epochs run"]) for r in reports] == [(0, 0, 2)] * 2
+    keys = ("attempt", "resumed_at_epoch", "epochs_run")
+    assert [tuple(r[k] for k in keys) for r in reports] == [(0, 0, 2)] * 2
     snapshot = torch.load(tmp_path / "snapshot.pt", weights_only=True)
     assert snapshot["epoch"] == 2 and snapshot["sampler"] == {"seed": 0, "epoch": 2}
     assert "momentum_buffer" in snapshot["optimizer"]["state"][0]

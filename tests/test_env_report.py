@@ -198,10 +198,16 @@ def test_report_ignores_limits_above_what_the_host_has(tmp_path, monkeypatch):
 
 def test_cgroup_paths_may_be_text_and_anything_else_is_refused(tmp_path):
     assert read_cgroup_limits(str(tmp_path), str(tmp_path / "cgroup")) == CgroupLimits()
-    with pytest.raises(TypeError, match=r"root is a folder or file path \(a str or Path\), not 3"):
+    with pytest.raises(
+        TypeError, match=r"root must be the path of a file or folder \(a str or a Path\).*not 3"
+    ):
         read_cgroup_limits(3)
-    with pytest.raises(TypeError, match="proc_self_cgroup is a folder or file path"):
+    with pytest.raises(TypeError, match="proc_self_cgroup must be the path of a file or folder"):
         environment_report(tmp_path, None)
+    with pytest.raises(ValueError, match="cgroup_root holds a NUL character"):
+        environment_report("/sys\0")  # named as environment_report calls it, not as it passes it on
+    with pytest.raises(ValueError, match="root is empty"):
+        read_cgroup_limits("")
 
 
 def test_the_chinese_notebook_gets_the_report_in_chinese_with_its_values_kept(monkeypatch):

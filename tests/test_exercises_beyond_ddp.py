@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from exercise_answers import AlwaysEqual
+from exercise_answers import NOT_COUNTS, AlwaysEqual, assert_refused
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -216,7 +216,9 @@ def test_expected_local_shape_is_what_dtensor_gives():
 def test_expected_local_shape_handles_empty_ranks_and_bad_input():
     assert expected_local_shape((2, 3), 4, 3) == (0, 3)  # torch.chunk gives only 2 pieces
     assert expected_local_shape((4, 6), 2, 1, dim=1) == (4, 3)
-    with pytest.raises(ValueError, match="rank must be in"):
+    with pytest.raises(
+        ValueError, match=r"rank must be a whole number from 0 to 1 \(world_size - 1\), not 2"
+    ):
         expected_local_shape((4,), 2, 2)
 
 
@@ -231,3 +233,32 @@ def test_feedback_in_chinese(monkeypatch):
     assert str(check_local_shape((2, 6))).startswith("未通过：第 0 维并没有被分成相等的几份")
     assert str(check_embedding_placements(Shard(1), Shard(0))).startswith("正确：embedding 的权重是")
     assert str(check_local_shape("x")) == "未通过：把形状写成由整数（int）组成的元组，而不是 'x'。"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "argument", "allowed"),
+    [
+        (("10, 6", 4, 3), "shape", "a tuple of sizes (whole numbers, 0 or more) such as (10, 6)"),
+        ((None, 4, 3), "shape", "a tuple of sizes"),
+        (((10, -6), 4, 3), "shape", "0 or more"),
+        (((10.0, 6), 4, 3), "shape", "whole numbers"),
+        (((10, 6), 4, 4), "rank", "from 0 to 3 (world_size - 1), not 4"),
+        (((10, 6), 4, -1), "rank", "from 0 to 3"),
+        (((10, 6), 4, "3"), "rank", "a whole number"),
+        (((10, 6), 4, 10**400), "rank", "a whole number"),
+        (((10, 6), 4, 3, 2), "dim", "from -2 to 1, not 2"),
+        (((10, 6), 4, 3, 1.0), "dim", "a whole number"),
+        (((10, 6), 4, 3, -(10**400)), "dim", "a whole number"),
+    ],
+)
+def test_expected_local_shape_refuses_what_no_tensor_or_mesh_has(arguments, argument, allowed):
+    assert_refused(lambda: expected_local_shape(*arguments), argument, allowed)
+
+
+@pytest.mark.parametrize("world_size", NOT_COUNTS)
+def test_expected_local_shape_refuses_a_world_size_that_is_no_count(world_size):
+    assert_refused(lambda: expected_local_shape((10, 6), world_size, 0), "world_size")
+
+
+def test_expected_local_shape_splits_huge_sizes_as_torch_chunk_would():
+    assert expected_local_shape((2**70, 3), 2**40, 2**40 - 1) == (2**30, 3)

@@ -89,6 +89,7 @@ def unanswered(model, mesh) -> None:
 
 def test_not_a_function_and_the_unanswered_stub():
     for stub in (unanswered, lambda model, mesh: None):
-        assert "replace the `...` in `shard_mlp`" in str(check_tensor_parallel(stub))
+        hint = str(check_tensor_parallel(stub))
+        assert "`shard_mlp(model, mesh)` is not answered yet" in hint and "parallelize_module" in hint
     assert "write `shard_mlp(model, mesh)`" in str(check_tensor_parallel(...))
     assert "not a dict" in str(check_tensor_parallel({"0": ColwiseParallel()}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from exercise_answers import assert_not_yet, odd_answers
+from exercise_answers import NOT_COUNTS, assert_not_yet, assert_refused, odd_answers
 from torch.utils.flop_counter import FlopCounterMode
 
 from course_utils.exercises.capstone_train_a_transformer import (
@@ -148,3 +148,44 @@ def test_odd_answers_get_a_hint(odd):
     assert_not_yet(check_flops_per_token(odd))
     assert_not_yet(check_mfu(odd))
     assert_not_yet(check_heads_per_rank(odd))
+
+
+@pytest.mark.parametrize("value", NOT_COUNTS)
+@pytest.mark.parametrize("argument", ["num_heads", "num_kv_heads", "tp"])
+def test_heads_per_rank_refuses_what_is_no_count_of_heads_or_ranks(argument, value):
+    arguments = {"num_heads": 4, "num_kv_heads": 2, "tp": 2, argument: value}
+    assert_refused(lambda: heads_per_rank(**arguments), argument, "must be")
+
+
+@pytest.mark.parametrize(
+    ("call", "argument", "allowed"),
+    [
+        (lambda: matrix_parameters("128"), "config", "a dict of sizes with the keys of CONFIG"),
+        (lambda: matrix_parameters({}), "config has no 'vocab_size'", "give every key of CONFIG"),
+        (lambda: matrix_parameters({**CONFIG, "hidden_size": 0}), "config['hidden_size']", "at least 1"),
+        (lambda: matrix_parameters({**CONFIG, "vocab_size": 10**400}), "config['vocab_size']", "at most"),
+        (
+            lambda: flops_per_token({**CONFIG, "num_hidden_layers": 2.0}),
+            "config['num_hidden_layers']",
+            "whole",
+        ),
+        (
+            lambda: flops_per_token({**CONFIG, "num_attention_heads": 3}),
+            "config['num_attention_heads']",
+            "divide",
+        ),
+        (lambda: flops_per_token(seq=0), "seq", "at least 1"),
+        (lambda: flops_per_token(seq=float("nan")), "seq", "whole number"),
+        (lambda: mfu(0), "flops", "at least 1"),
+        (lambda: mfu(2.5e6), "flops", "whole number"),
+        (lambda: mfu(10**400), "flops", "at most"),
+    ],
+)
+def test_the_reference_helpers_refuse_sizes_that_cannot_be(call, argument, allowed):
+    assert_refused(call, argument, allowed)
+
+
+@pytest.mark.parametrize("answer", [10**400, -(10**400), float("nan"), "0.25\0"])
+def test_answers_no_float_can_hold_get_a_hint(answer):
+    assert_not_yet(check_mfu(answer))
+    assert_not_yet(check_flops_per_token(answer))

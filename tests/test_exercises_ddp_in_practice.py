@@ -164,6 +164,11 @@ def ends_its_process(ddp, micro_batches):
     os._exit(3)
 
 
+def ends_its_rank(ddp, micro_batches):
+    ddp.train()  # a use of ddp: the trial with probes passes, the rank runs it
+    os._exit(3)
+
+
 @pytest.mark.parametrize("right", [accumulates_with_no_sync, accumulates_with_exit_stack])
 def test_accumulation_right(right):
     result = check_accumulation_step(right)
@@ -186,7 +191,8 @@ def test_accumulation_right(right):
         (joins_the_micro_batches, "1 forward pass(es) for 4 micro-batches, the largest on"),
         (accumulates_one_loss, "in the order F F F F B B B B"),
         (exits, "called sys.exit(0)"),
-        (ends_its_process, "exited with code 3"),
+        (ends_its_process, "ended the process it ran in without returning"),
+        (ends_its_rank, "exited with code 3"),
     ],
 )
 def test_accumulation_wrong(answer, hint):

@@ -85,6 +85,11 @@ def exits(ddp, optimizer, sampler, path):
     os._exit(3)
 
 
+def exits_in_its_rank(ddp, optimizer, sampler, path):
+    ddp.train()  # a use of ddp: the trial with probes passes, the rank runs it
+    os._exit(3)
+
+
 @pytest.mark.parametrize("answer", [resume_right, resume_right_too])
 def test_right_answers_pass(answer):
     result = check_resume(answer)
@@ -104,7 +109,8 @@ def test_right_answers_pass(answer):
         (without_map_location, "map_location"),
         (into_ddp_unprefixed, "into `ddp.module`"),
         (epoch_as_float, "as a whole number"),
-        (exits, "must return the next epoch, not end the process"),
+        (exits, "ended the process it ran in without returning"),
+        (exits_in_its_rank, "must return the next epoch, not end the process"),
     ],
 )
 def test_wrong_answers_fail_with_a_hint(answer, hint):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
-from exercise_answers import AlwaysEqual
+from exercise_answers import AlwaysEqual, assert_refused
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
@@ -33,8 +33,8 @@ def sums(model: nn.Module) -> None:
         dist.all_reduce(p.grad)
 
 
-def does_nothing(model: nn.Module) -> None:
-    pass
+def only_reads_the_gradients(model: nn.Module) -> None:
+    [p.grad for p in model.parameters()]
 
 
 def only_rank0_reduces(model: nn.Module) -> None:
@@ -95,6 +95,11 @@ def ends_its_process(model: nn.Module) -> None:
     os._exit(3)
 
 
+def ends_its_rank(model: nn.Module) -> None:
+    model.zero_grad()  # a use of the model: the trial with probes passes, the rank runs it
+    os._exit(3)
+
+
 @pytest.mark.parametrize("right", [averages, one_flat_all_reduce, gathers_then_means])
 def test_average_gradients_right(right):
     result = check_average_gradients(right)
@@ -108,7 +113,7 @@ def test_average_gradients_right(right):
         (..., "write `average_gradients(model)`"),
         (42, "pass the function itself"),
         (sums, "the sum"),
-        (does_nothing, "still disagree"),
+        (only_reads_the_gradients, "still disagree"),
         (raises, "on rank 0 your function raised KeyError: 'grad'"),
         (hard_coded_two, "with 3 ranks they agree, but not on the mean"),
         (hard_coded_three, "right with 3 ranks, not with 2"),
@@ -116,7 +121,8 @@ def test_average_gradients_right(right):
         (replaces_the_weight, "replaced the model's parameters"),
         (drops_the_gradients, "no .grad tensor"),
         (exits_quietly, "called sys.exit(0)"),
-        (ends_its_process, "exited with code 3"),
+        (ends_its_process, "ended the process it ran in without returning"),
+        (ends_its_rank, "exited with code 3"),
     ],
 )
 def test_average_gradients_wrong(answer, hint):
@@ -281,3 +287,22 @@ def test_rank_failures_in_chinese(monkeypatch):
 
     monkeypatch.setattr(ranks, "launch", no_port)
     assert str(check_average_gradients(averages)) == "未通过：无法启动各 rank：no free port"
+
+
+@pytest.mark.parametrize("model", [None, "nn.Linear(4, 2)", {"weight": 1}, nn.Linear])
+def test_the_unprefixed_check_refuses_a_model_that_is_no_module(model):
+    assert_refused(
+        lambda: check_unprefixed_state_dict({}, model), "model", "the plain nn.Module to load into"
+    )
+
+
+@pytest.mark.parametrize("wrapped", ["module.weight", 3, [("module.weight", 1)]])
+def test_the_unprefixed_check_refuses_a_wrapped_state_that_is_no_mapping(wrapped):
+    assert_refused(lambda: check_unprefixed_state_dict({}, nn.Linear(4, 2), wrapped), "wrapped", "state_dict")
+
+
+@pytest.mark.parametrize("results", [None, 3, "rank", b"rank"])
+def test_the_ranks_results_must_be_what_launch_returned(results):
+    assert_refused(
+        lambda: ranks.exited_without_result(results), "ranks", "the list of results that launch returned"
+    )

@@ -145,6 +145,12 @@ def test_a_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
         ({"layers": -2}, ValueError, "layers must be at least 1, not -2"),
         ({"micro_batches": "4"}, TypeError, "micro_batches must be a whole number such as 2, not '4'"),
         ({"layers": True}, TypeError, "layers must be a whole number"),
+        (
+            {"layers": 10**400},
+            ValueError,
+            "layers must be at most 9223372036854775807, not an int of about 401",
+        ),
+        ({"micro_batches": float("nan")}, TypeError, "micro_batches must be a whole number"),
     ],
 )
 def test_the_collective_count_refuses_counts_that_cannot_be(kwargs, error, match):

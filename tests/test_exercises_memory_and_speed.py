@@ -130,6 +130,11 @@ def calls_exit(blocks, x):
     sys.exit(0)
 
 
+def forgets_to_return(blocks, x):  # written, but the output is dropped
+    for block in blocks:
+        x = checkpoint(block, x, use_reentrant=False)
+
+
 @pytest.mark.parametrize("forward", [checkpoints_each_block, checkpoints_with_a_comprehension])
 def test_checkpointed_forward_right(forward):
     result = check_checkpointed_forward(forward)
@@ -150,7 +155,8 @@ def test_checkpointed_forward_right(forward):
         (only_the_first, "1 of the 3 blocks"),
         (under_no_grad, "no gradient"),
         (skips_a_block, "differs from running the blocks"),
-        (lambda blocks, x: None, "returned None"),
+        (lambda blocks, x: None, "is not answered yet"),
+        (forgets_to_return, "returned None"),
         (lambda blocks, x: plain(blocks, x).detach().numpy(), "returned a ndarray"),
         (lambda blocks, x: torch.empty(16, 8, device="meta"), "meta device"),
         (lambda blocks, x: x[:, :2], "shape"),
@@ -246,6 +252,10 @@ def under_no_sync(ddp, optimizer, scaler, x, y):  # unscaled right, but never al
     scaler.update()
 
 
+def only_prints(ddp, optimizer, scaler, x, y):  # written, but nothing done with the arguments
+    print("a step")
+
+
 def rank_exits(ddp, optimizer, scaler, x, y):
     ddp(x)  # uses its arguments, then leaves
     sys.exit(0)
@@ -262,7 +272,8 @@ def test_amp_step_right(step):
     [
         (None, "pass the function itself"),
         (np.zeros(2), "not a ndarray"),
-        (lambda ddp, optimizer, scaler, x, y: None, "does not use its arguments"),
+        (lambda ddp, optimizer, scaler, x, y: None, "is not answered yet"),
+        (only_prints, "does not use its arguments"),
         (lambda ddp, optimizer, scaler, x, y: sys.exit(1), "sys.exit()"),
         (rank_exits, "sys.exit()"),
         (steps_the_optimizer_itself, "inf or nan"),
@@ -289,7 +300,9 @@ def test_a_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     assert "什么都没有做检查点" in str(check_checkpointed_forward(plain))
     right = check_checkpointed_forward(checkpoints_each_block)
     assert str(right).startswith("正确：3 个块在反向时都重新运行了一次前向"), str(right)
-    idle = check_amp_step(lambda ddp, optimizer, scaler, x, y: None)
+    idle = check_amp_step(only_prints)
     assert str(idle).startswith("未通过：函数还没有用到它的参数")
+    untouched = check_amp_step(lambda ddp, optimizer, scaler, x, y: None)
+    assert str(untouched).startswith("未通过：`amp_step(ddp, optimizer, scaler, x, y)` 还没有作答")
     exits = check_amp_step(rank_exits)  # the ranks word their errors in the notebook's language too
     assert str(exits).startswith("未通过：") and "调用了 sys.exit" in exits.message, str(exits)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sys
+import tempfile
+import time
 
 import pytest
 import torch
-from exercise_answers import assert_not_yet
+from exercise_answers import assert_not_yet, checks_on_the_cpu, skip_without_trials, verdicts_in_a_kernel
 from torch import nn
 from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
 
 from course_utils.exercises import models_on_devices as models
+from course_utils.exercises import sandbox
 
 
 def test_prepare_batch():
@@ -28,10 +34,84 @@ def test_prepare_batch():
     )
 
 
-def test_placeholders_get_a_return_hint():
-    assert "forget `return`" in models.check_prepare_batch(lambda x, y, d: None).message
-    assert "forget `return`" in models.check_model_and_optimizer(lambda d: None).message
+def test_a_written_function_that_returns_nothing_gets_a_return_hint():
+    def prepare_batch(images, labels, device):
+        images.to(device, torch.float32), labels.to(device, torch.long).view(-1)
+
+    def make_model_and_optimizer(device):
+        model = nn.Linear(4, 2).to(device)
+        torch.optim.SGD(model.parameters(), lr=0.1)
+
+    assert "forget `return`" in models.check_prepare_batch(prepare_batch).message
+    assert "forget `return`" in models.check_model_and_optimizer(make_model_and_optimizer).message
     assert "returned a Tensor" in models.check_prepare_batch(lambda x, y, d: x).message
+
+
+def placeholder(*args): ...  # your code here
+
+
+def placeholder_that_raises(*args):
+    """The exercise, not written yet."""
+    raise NotImplementedError
+
+
+@pytest.mark.parametrize("stub", [placeholder, placeholder_that_raises])
+@pytest.mark.parametrize(
+    ("check", "call", "goal"),
+    [
+        (models.check_prepare_batch, "prepare_batch(images, labels, device)", "int64 of shape (N,)"),
+        (models.check_model_and_optimizer, "make_model_and_optimizer(device)", "an optimizer"),
+        (models.check_load_gpu_checkpoint, "load_weights(model, path)", "load the checkpoint"),
+    ],
+)
+def test_an_untouched_exercise_is_not_answered_yet_and_says_what_to_write(stub, check, call, goal):
+    hint = check(stub).message
+    assert hint.startswith(f"`{call}` is not answered yet") and goal in hint, hint
+    assert "forget `return`" not in hint
+
+
+@pytest.fixture
+def own_temp(tmp_path, monkeypatch):
+    """A temporary folder of this test's own, where the check writes its checkpoint folder."""
+    folder = tmp_path / "temp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def _removes_the_folder(model: nn.Module, path) -> None:
+    shutil.rmtree(path.parent)
+
+
+def _loads_with_the_prefix(model: nn.Module, path) -> None:
+    model.load_state_dict(torch.load(path, map_location="cpu"))
+
+
+def _never_returns(model: nn.Module, path) -> None:
+    time.sleep(3600)
+
+
+# What a reader's load_weights may do, and the hint it gets for it.
+LOADS = {
+    "os._exit": (lambda model, path: os._exit(3), "ended the process it ran in without returning"),
+    "SIGTERM": (lambda model, path: os.kill(os.getpid(), signal.SIGTERM), "ended the process it ran in"),
+    "sleep": (_never_returns, "did not return within 0.5 s"),
+    "raises": (lambda model, path: 1 / 0, "ZeroDivisionError"),
+    "removes the folder": (_removes_the_folder, "FileNotFoundError"),
+    "keeps the prefix": (_loads_with_the_prefix, "`module.` prefix"),
+}
+
+
+def test_the_checkpoint_folder_is_removed_whatever_the_function_does(own_temp, monkeypatch):
+    skip_without_trials()
+    checks_on_the_cpu(monkeypatch)
+    monkeypatch.setattr(sandbox, "TRIAL_SECONDS", 0.5)
+    functions = {kind: fn for kind, (fn, _) in LOADS.items()}
+    verdicts, status = verdicts_in_a_kernel(models.check_load_gpu_checkpoint, functions)
+    assert os.waitstatus_to_exitcode(status) == 0, f"the kernel ended after {[v['kind'] for v in verdicts]}"
+    for verdict, (kind, (_, hint)) in zip(verdicts, LOADS.items(), strict=True):
+        assert verdict["kind"] == kind and not verdict["ok"] and hint in verdict["text"], verdict
+    assert list(own_temp.iterdir()) == []
 
 
 def test_model_and_optimizer():

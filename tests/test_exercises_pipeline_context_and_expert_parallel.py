@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from course_utils.exercises import pipeline_context_and_expert_parallel as pipeline
 from course_utils.exercises.pipeline_context_and_expert_parallel import (
     PIPELINES,
     bubble_fraction,
@@ -94,6 +95,35 @@ def test_wrong_bubbles_fail(wrong, hint):
     assert not result.ok and hint in str(result)
 
 
+def _in(dtype: torch.dtype, fn=update):
+    """`fn` with the running state it returns, and the scores and values it computes with, in `dtype`."""
+
+    def update_in_dtype(running_max, running_sum, out, scores, values):
+        given = (running_max, running_sum, out, scores, values)
+        return tuple(t.to(dtype) for t in fn(*(t.to(dtype) for t in given)))
+
+    return update_in_dtype
+
+
+def test_a_float32_running_state_passes_to_float32_s_tolerance():
+    assert check_online_softmax(_in(torch.float32)).ok
+    result = check_online_softmax(_in(torch.float32, _no_correction))  # a wrong float32 update still fails
+    assert not result.ok and "earlier blocks" in str(result)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_running_state_too_coarse_for_the_scores_is_told_which_dtype_to_keep(dtype):
+    result = check_online_softmax(_in(dtype))
+    assert not result.ok and f"the running state came back as {dtype}" in result.message
+    assert "keep it in the scores' float64 (float32 passes too" in result.message
+
+
+def test_a_running_state_moved_off_the_cpu_is_told_to_come_back(monkeypatch):
+    monkeypatch.setattr(pipeline, "ATTENTION", ((4, 6, 3, 1),))  # one block: no second call on the meta state
+    result = check_online_softmax(lambda *args: tuple(t.to("meta") for t in update(*args)))
+    assert not result.ok and "on the CPU" in result.message
+
+
 @pytest.mark.parametrize(
     ("wrong", "hint"),
     [
@@ -166,6 +196,12 @@ def test_the_truths():
             "expert 5 does not exist: 2 ranks hold experts 0 to 3",
         ),
         (lambda: expected_split_sizes([-1], 2, 2), ValueError, "expert -1 does not exist"),
+        (lambda: bubble_fraction(10**400, 4), ValueError, "stages must be at most"),
+        (lambda: expected_split_sizes([0], 1, 10**400), ValueError, "world must be at most 1048576"),
+        (lambda: expected_split_sizes([0], 1, 2**40), ValueError, "world must be at most 1048576"),
+        (lambda: expected_split_sizes(["0"], 1, 2), TypeError, "expert must be a list of expert numbers"),
+        (lambda: expected_split_sizes(5, 1, 2), TypeError, "expert must be a list of expert numbers"),
+        (lambda: expected_split_sizes([0.5], 1, 2), TypeError, "expert must be a list of expert numbers"),
     ],
 )
 def test_the_reference_helpers_refuse_counts_that_cannot_be(call, error, match):

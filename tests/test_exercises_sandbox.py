@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+from exercise_answers import assert_refused
 from processes import left_behind
 
 from course_utils.exercises import call_reader, sandbox
@@ -82,3 +83,28 @@ def test_a_rank_whose_function_calls_sys_exit_0_gets_a_hint_not_a_type_error(che
     verdict = check(lambda *args: sys.exit(0))
     assert not verdict.ok and "rank 0 ended without a result" in verdict.message, verdict
     assert "sys.exit()" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "timeout", [-1, 0, float("nan"), float("inf"), "5", True, [5], 10**400, 8 * 24 * 3600]
+)
+def test_a_trial_refuses_a_timeout_that_is_no_number_of_seconds(timeout):
+    assert_refused(lambda: sandbox.trial(len, [1], timeout=timeout), "timeout", "seconds")
+
+
+@pytest.mark.parametrize("seconds", [-1, float("nan"), "10", None])
+def test_a_trial_names_a_bad_trial_seconds(monkeypatch, seconds):
+    monkeypatch.setattr(sandbox, "TRIAL_SECONDS", seconds)
+    assert_refused(lambda: sandbox.trial(len, [1]), "TRIAL_SECONDS", "seconds")
+
+
+@pytest.mark.parametrize("fn", [None, 3, "len", "len\0", [len]])
+def test_a_trial_and_a_readers_call_refuse_what_is_no_function(fn):
+    assert_refused(lambda: sandbox.trial(fn), "fn", "must be the reader's function")
+    assert_refused(lambda: call_reader(fn), "fn", "must be the reader's function")
+
+
+def test_a_small_trial_seconds_stops_a_hang_that_soon(monkeypatch):
+    monkeypatch.setattr(sandbox, "TRIAL_SECONDS", 0.2)
+    assert "did not return within 0.2 s" in sandbox.trial(lambda: time.sleep(600))
+    assert "did not return within 0.3 s" in sandbox.trial(lambda: time.sleep(600), timeout=0.3)

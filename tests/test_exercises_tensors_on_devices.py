@@ -17,6 +17,61 @@ def test_to_numpy_right_answers_pass():
     assert tensors.check_to_numpy(lambda t: t.numpy(force=True))
 
 
+def forgets_return(t):
+    """A function the reader wrote, with all the right calls, that returns nothing."""
+    t.detach().cpu().numpy()
+
+
+def stub(t): ...  # your code here
+
+
+def stub_with_docstring(a, b):
+    """The notebook's placeholder, with a docstring."""
+
+
+def stub_that_raises(*args):
+    raise NotImplementedError("write me")
+
+
+@pytest.mark.parametrize("placeholder", [stub, stub_that_raises, lambda t: None])
+def test_an_untouched_to_numpy_is_not_answered_yet_and_says_what_to_write(placeholder):
+    hint = tensors.check_to_numpy(placeholder).message
+    assert (
+        hint.startswith("`to_numpy(t)` is not answered yet") and "return t's values as a NumPy array" in hint
+    )
+    assert "forget `return`" not in hint
+
+
+@pytest.mark.parametrize("placeholder", [stub_with_docstring, stub_that_raises, lambda a, b: ...])
+def test_an_untouched_add_on_device_of_is_not_answered_yet(placeholder):
+    hint = tensors.check_add_on_device_of(placeholder).message
+    assert hint.startswith("`add_on_device_of(a, b)` is not answered yet") and "on a's device" in hint
+
+
+def test_the_numpy_hint_quotes_pytorch_s_message_without_a_doubled_full_stop():
+    hint = tensors.check_to_numpy(lambda t: t.numpy()).message
+    assert "Use tensor.detach().numpy() instead. The message says what to add." in hint, hint
+    assert ".." not in hint.replace("...", ""), hint
+
+
+@pytest.mark.parametrize(
+    ("wrong", "mistake"),
+    [
+        (lambda a, b: (a + b.to(a.device)).cpu(), "it moved a tensor it computed (the sum?) off a's device"),
+        (
+            lambda a, b: (a + b.to(a.device)).to("cpu"),
+            "it moved a tensor it computed (the sum?) off a's device",
+        ),
+        (lambda a, b: a.cpu() + b, "it moved a itself off its device"),
+        (lambda a, b: a.to(b.device) + b, "it moved a itself off its device"),
+    ],
+)
+def test_a_move_off_a_s_device_is_named_as_the_mistake(wrong, mistake):
+    hint = tensors.check_add_on_device_of(wrong).message
+    assert mistake in hint and "move only b" in hint, hint
+    assert "which one should move" not in hint
+
+
 def test_to_numpy_wrong_answers_get_hints():
     result = tensors.check_to_numpy(lambda t: t.numpy())
     assert not result and "requires grad" in result.message
@@ -24,8 +79,8 @@ def test_to_numpy_wrong_answers_get_hints():
     assert not result and "only because this tensor is on the CPU" in result.message
     result = tensors.check_to_numpy(lambda t: t.detach().cpu())
     assert not result and "not a numpy.ndarray" in result.message
-    result = tensors.check_to_numpy(lambda t: None)
-    assert not result and "return" in result.message
+    result = tensors.check_to_numpy(forgets_return)
+    assert not result and "returned None: did you forget `return`?" in result.message
     assert not tensors.check_to_numpy(lambda t: t.detach().cpu().numpy() + 1)
     assert "pass your function itself" in tensors.check_to_numpy(None).message
     assert str(tensors.check_to_numpy(lambda t: t.numpy())).startswith("Not yet: ")
@@ -121,8 +176,15 @@ def test_the_chinese_notebook_gets_hints_and_verdicts_in_chinese(monkeypatch):
     hint = str(tensors.check_to_numpy(lambda t: t.numpy()))
     assert hint.startswith("未通过") and "在需要梯度的张量上" in hint
     assert "你的函数抛出了 RuntimeError: Can't call numpy()" in hint and "错误消息说明了要补上什么" in hint
-    hint = str(tensors.check_to_numpy(lambda t: None))
+    hint = str(tensors.check_to_numpy(forgets_return))
     assert hint.startswith("未通过") and "你的函数返回了 None" in hint and "是不是忘了写 `return`" in hint
+    hint = str(tensors.check_to_numpy(stub))
+    assert hint == (
+        "未通过：`to_numpy(t)` 还没有作答：它的函数体仍是 notebook 给的占位内容。"
+        "请换成你的代码：以 NumPy 数组的形式返回 t 的数值。"
+    )
+    hint = str(tensors.check_add_on_device_of(lambda a, b: (a + b.to(a.device)).cpu()))
+    assert "它把自己算出的一个张量（是那个和吗？）移出了 a 的设备" in hint and "只移动 b" in hint
     hint = str(tensors.check_add_on_device_of(lambda a, b: b))
     assert hint.startswith("未通过") and "当 a 在 meta 上" in hint
     right = str(tensors.check_to_numpy(lambda t: t.detach().cpu().numpy()))

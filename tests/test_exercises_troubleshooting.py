@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from exercise_answers import AlwaysEqual
+from exercise_answers import AlwaysEqual, assert_refused
 
 from course_utils.exercises.troubleshooting import QUESTIONS, check_error_fix, check_select_gpus, question
 
@@ -62,8 +62,17 @@ def test_unknown_question_numbers_are_not_yet():
 
 def test_unknown_question_numbers():
     assert not check_error_fix(99, "A").ok
-    with pytest.raises(ValueError, match="questions"):
-        question(99)
+    assert question(np.int64(2)) == question(2)
+
+
+@pytest.mark.parametrize("number", [99, 0, -1, 10**400])
+def test_a_question_that_does_not_exist_is_refused_with_the_ones_that_do(number):
+    assert_refused(lambda: question(number), "number must be one of the questions [1, 2, 3, 4]")
+
+
+@pytest.mark.parametrize("number", ["1", 1.0, None, [1], {}, "1\0", True])
+def test_a_question_number_that_is_no_whole_number_is_refused(number):
+    assert_refused(lambda: question(number), "number must be one of the questions")
 
 
 def assign(environ: dict, value: str) -> None:

@@ -357,9 +357,9 @@ def test_whole_number_refuses_bools_floats_and_text_alike(value):
 def test_smi_table_and_explain_nvml_error_refuse_what_they_cannot_show():
     with pytest.raises(TypeError, match=r"smi_table shows an Inventory \(nvml_inventory\(\)"):
         smi_table([])
-    with pytest.raises(TypeError, match="pass the exception NVML raised and a str naming the step"):
+    with pytest.raises(TypeError, match="err must be the exception NVML raised, not 'NVMLError_GpuIsLost'"):
         gpus.explain_nvml_error("NVMLError_GpuIsLost")
-    with pytest.raises(TypeError, match="pass the exception NVML raised"):
+    with pytest.raises(TypeError, match=r"doing must be text \(a str\) such as 'count the GPUs', not 2"):
         gpus.explain_nvml_error(ValueError("x"), doing=2)
 
 
@@ -412,7 +412,7 @@ def test_cuda_driver_started_refuses_what_is_not_a_path(tmp_path):
     """A file descriptor would be closed by open() (it is the caller's), and a pipe would block."""
     read_end, write_end = os.pipe()
     try:
-        with pytest.raises(TypeError, match="maps must be the path of a memory map"):
+        with pytest.raises(TypeError, match="maps must be the path of a file or folder"):
             cuda_driver_started(read_end)
         os.fstat(read_end)  # still open: the caller's descriptor was left alone
         fifo = tmp_path / "fifo"

@@ -44,11 +44,11 @@ def test_worker_rejects_a_batch_that_does_not_split_and_bad_counts():
 
 def test_bucket_events_show_allreduce_before_backward_ends_after_the_first_step():
     first, second = launch(bucket_events_worker, 2, args=(2, 0.01))[0]
-    assert first[-1].strip().startswith("all-reduce") and "layers 4, 2, 0" in first[-1]
-    assert [e.strip().split()[0] for e in second] == [
-        "backward",
-        "backward",
-        "all-reduce",
-        "backward",
-        "all-reduce",
+    assert first[-1] == ("bucket", 0, (4, 2, 0))  # one bucket, at the end
+    assert second == [
+        ("backward", 4),
+        ("backward", 2),
+        ("bucket", 0, (4, 2)),  # before backward reaches layer 0
+        ("backward", 0),
+        ("bucket", 1, (0,)),
     ]

@@ -621,13 +621,13 @@ def test_more_devices_than_one_process_can_drive_are_refused(huge):
 
 @pytest.mark.parametrize("bad", [float("inf"), 2.0, True, "2", None])
 def test_device_counts_that_are_not_ints_are_refused_everywhere(bad):
-    for call in (
-        lambda: replica_sizes(8, bad),
-        lambda: simulated_scatter(x(4, 2), bad),
-        lambda: simulated_replicate(nn.Linear(2, 2), bad),
-        lambda: simulated_data_parallel(nn.Linear(2, 2), bad),
+    for name, call in (
+        ("num_devices", lambda: replica_sizes(8, bad)),
+        ("num_devices", lambda: simulated_scatter(x(4, 2), bad)),
+        ("num_replicas", lambda: simulated_replicate(nn.Linear(2, 2), bad)),
+        ("num_devices", lambda: simulated_data_parallel(nn.Linear(2, 2), bad)),
     ):
-        with pytest.raises(TypeError, match=r"num_devices must be an int .*pass e\.g\. num_devices=2"):
+        with pytest.raises(TypeError, match=rf"^{name} must be an int .*pass e\.g\. {name}=2$"):
             call()
 
 

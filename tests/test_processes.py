@@ -47,11 +47,11 @@ def _course_imports(path: Path) -> set[str]:
 
 def test_the_wing_depends_on_no_lesson_module_but_the_driver_check():
     """Starting processes does not depend on choosing GPUs: only `gpus.cuda_driver_started`, and on
-    `i18n` for the language of its messages."""
+    `i18n` for the language of its messages and `_checks` for the checks of its arguments."""
     outside = set()
     for path in WING.glob("*.py"):
         outside |= {m for m in _course_imports(path) if not m.startswith("course_utils.processes")}
-    assert outside == {"course_utils.gpus", "course_utils.i18n"}
+    assert outside == {"course_utils.gpus", "course_utils.i18n", "course_utils._checks"}
 
 
 # --- Callers killed outright, interrupted, or left waiting -------------------------------------
@@ -227,7 +227,7 @@ def test_the_watchdog_reads_groups_as_numbers_and_folders_in_hex_sparing_the_cal
     groups, folders = namespace["read_log"](log + b"\n+g77\n", {0, 1, 42})
     assert groups == {77}  # 42 is the caller's; 55 was released; the rest is no group number
     assert folders == {os.fsencode(folder)}
-    with pytest.raises(ValueError, match="above 1"):
+    with pytest.raises(ValueError, match="pgid must be a whole number from 2 to"):
         watchdog.watch_group(1)
 
 
@@ -305,3 +305,57 @@ def test_the_watchdog_sweeps_again_for_a_child_caught_between_fork_and_exec(tmp_
     finally:
         with contextlib.suppress(ChildProcessError, ValueError):
             os.waitpid(int((tmp_path / "canary").read_text()), 0)  # adopted by this process: reap it
+
+
+def _killed_caller_with_folders(tmp_path: Path) -> tuple[Path, Path]:
+    """Fork a caller that makes two `temporary_folder`s, removes the second itself and makes a plain
+    folder at its path again (as another program might), then is killed outright; wait for its
+    watchdog to finish. Return (the folder left watched, the folder made again)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            tempfile.tempdir = str(tmp_path)
+            kept = wing.temporary_folder(prefix="course-15-")
+            (Path(kept.name) / "checkpoint.pt").write_bytes(b"x")  # the watchdog removes what it holds too
+            released = wing.temporary_folder(prefix="course-15-")
+            released.cleanup()
+            os.mkdir(released.name)
+            (tmp_path / "made").write_text(f"{kept.name}\n{released.name}\n{watchdog._current.mark}")
+            os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+    os.waitpid(pid, 0)
+    kept, released, mark = (tmp_path / "made").read_text().split("\n")
+    watchdogs = [p for p in psutil.process_iter() if _has_argument(p, f"{watchdog.MARK}={mark}")]
+    _, running = psutil.wait_procs(watchdogs, timeout=60)
+    assert watchdogs and not running, "the killed caller's watchdog did not finish"
+    return Path(kept), Path(released)
+
+
+def _has_argument(proc: psutil.Process, argument: str) -> bool:
+    """Whether `argument` is on the command line of `proc` (False for a process gone or not ours)."""
+    try:
+        return argument in proc.cmdline()
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the watchdog runs on POSIX only")
+def test_a_temporary_folder_is_removed_when_its_caller_is_killed_outright(tmp_path):
+    """A notebook's temporary_folder (15's WORK) goes when its kernel is killed, as nbval's end kills it;
+    a folder it removed itself and that was made again at the same path is left alone."""
+    kept, released = _killed_caller_with_folders(tmp_path)
+    assert kept.name.startswith("course-15-") and kept.parent == tmp_path
+    assert not kept.exists(), "the folder of a killed caller was left behind"
+    assert released.is_dir(), "the watchdog removed a folder that cleanup() had released"
+
+
+def test_a_temporary_folder_is_a_temporary_directory_and_refuses_a_bad_prefix(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with wing.temporary_folder(prefix="course-15-") as name:  # removed at the end of a with block
+        assert Path(name).is_dir() and Path(name).parent == tmp_path
+    assert not Path(name).exists()
+    for prefix, error in ((None, TypeError), (15, TypeError), ("course\0", ValueError)):
+        with pytest.raises(error, match="prefix"):
+            wing.temporary_folder(prefix=prefix)
+    assert list(tmp_path.iterdir()) == []

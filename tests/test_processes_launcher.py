@@ -343,9 +343,13 @@ def test_a_timeout_that_is_no_number_says_what_to_pass():
         ((-1, 2, 29500), ValueError, r"rank must be in 0\.\.1"),
         ((0, 2, 0), ValueError, "master_port must be a port number from 1 to 65535"),
         ((0, 2, 70000), ValueError, "master_port must be a port number"),
-        ((0, 2, 29500, "127.0.0.1", 5), TypeError, "error_file must be a file path"),
-        ((0, 2, 29500, "127.0.0.1", ""), TypeError, "error_file must be a file path"),
-        ((0, 2, 29500, "127.0.0.1", "a\0b"), TypeError, "error_file must be a file path"),
+        ((0, 2, 29500, "127.0.0.1", 5), TypeError, "error_file must be the path of a file"),
+        ((0, 2, 29500, "127.0.0.1", ""), ValueError, "error_file is empty"),
+        ((0, 2, 29500, "127.0.0.1", "a\0b"), ValueError, "error_file holds a NUL character"),
+        ((0, 2, 29500, "127.0.0.\0"), ValueError, "master_addr holds a NUL character"),
+        ((0, 2, 29500, ""), ValueError, "master_addr is empty; pass text such as '127.0.0.1'"),
+        ((0, 2, 29500, None), TypeError, "master_addr must be text"),
+        ((0, 2, 10**400), ValueError, "master_port must be a port number"),
     ],
 )
 def test_torchrun_env_refuses_what_it_cannot_use(args, error, match):
@@ -368,9 +372,17 @@ def test_more_bad_arguments_say_what_to_pass(kwargs, error, match):
         launch(report_env, 2, **kwargs)
 
 
-@pytest.mark.parametrize("host", ["", None, 127])
-def test_free_port_needs_an_address(host):
-    with pytest.raises(TypeError, match="host must be an address"):
+@pytest.mark.parametrize(
+    ("host", "error", "match"),
+    [
+        ("", ValueError, "host is empty; pass text such as '127.0.0.1'"),
+        (None, TypeError, r"host must be text \(a str\) such as '127.0.0.1', not None"),
+        (127, TypeError, "host must be text"),
+        ("127.0.0.1\0", ValueError, "host holds a NUL character"),
+    ],
+)
+def test_free_port_needs_an_address(host, error, match):
+    with pytest.raises(error, match=match):
         free_port(host)
 
 

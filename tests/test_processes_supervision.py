@@ -14,13 +14,11 @@ import time
 import pytest
 from processes import is_gone, wait_until_gone
 
+from course_utils._checks import MAX_TIMEOUT, environment, timeout_seconds
 from course_utils.processes import run_python, run_torchrun, supervision
 from course_utils.processes.supervision import (
     LOOPBACK,
-    MAX_TIMEOUT,
     LaunchError,
-    check_env,
-    check_timeout,
     child_env,
     free_port,
     gloo_env,
@@ -59,7 +57,7 @@ def members_of(parent: subprocess.Popen):
 
 @pytest.mark.parametrize("seconds", [0.5, 1, 60, MAX_TIMEOUT])
 def test_a_timeout_in_range_is_taken_as_seconds(seconds):
-    assert check_timeout(seconds) == float(seconds)
+    assert timeout_seconds("timeout", seconds) == float(seconds)
 
 
 @pytest.mark.parametrize("seconds", [0, -1, math.inf, -math.inf, math.nan, MAX_TIMEOUT * 2, 1e15])
@@ -67,13 +65,13 @@ def test_a_timeout_out_of_range_says_what_to_pass(seconds):
     with pytest.raises(
         ValueError, match=r"wait must be a positive number of seconds, at most 604800 \(a week\)"
     ):
-        check_timeout(seconds, name="wait")
+        timeout_seconds("wait", seconds)
 
 
 @pytest.mark.parametrize("seconds", ["60", None, True, [60]])
 def test_a_timeout_that_is_no_number_says_what_to_pass(seconds):
     with pytest.raises(TypeError, match="timeout must be a number of seconds, such as 60"):
-        check_timeout(seconds)
+        timeout_seconds("timeout", seconds)
 
 
 def test_env_changes_set_and_remove_variables_of_the_child_only(monkeypatch):
@@ -82,7 +80,7 @@ def test_env_changes_set_and_remove_variables_of_the_child_only(monkeypatch):
     env = child_env({"COURSE_GONE": None, "COURSE_NEW": "x"})
     assert env["COURSE_KEPT"] == "1" and env["COURSE_NEW"] == "x" and "COURSE_GONE" not in env
     assert os.environ["COURSE_GONE"] == "1" and "COURSE_NEW" not in os.environ
-    assert check_env(None) == {} and child_env() == dict(os.environ)
+    assert environment("env", None) == {} and child_env() == dict(os.environ)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +95,7 @@ def test_env_changes_set_and_remove_variables_of_the_child_only(monkeypatch):
 )
 def test_a_bad_env_says_what_to_pass(env, match):
     with pytest.raises(TypeError, match=match):
-        check_env(env)
+        environment("env", env)
 
 
 @posix_only
@@ -201,12 +199,12 @@ def test_a_forked_child_that_finds_its_parent_gone_exits_at_once():
 )
 def test_env_names_and_values_that_no_environment_can_carry_are_refused(env, match):
     with pytest.raises(ValueError, match=match):
-        supervision.check_env(env)
+        environment("env", env)
 
 
 def test_a_timeout_too_big_for_a_float_is_refused_like_any_too_long_timeout():
     with pytest.raises(ValueError, match="at most 604800"):
-        supervision.check_timeout(10**400)
+        timeout_seconds("timeout", 10**400)
 
 
 @pytest.mark.parametrize("host", ["192.0.2.1"])  # TEST-NET-1: an address, but of no machine here
@@ -222,7 +220,7 @@ def test_a_bad_timeout_is_explained_in_chinese_where_the_notebook_asks(monkeypat
     with pytest.raises(
         ValueError, match=r"^timeout 必须是正的秒数，最多 604800（一周），而不是 -1；例如传 timeout=60$"
     ):
-        check_timeout(-1)
+        timeout_seconds("timeout", -1)
 
 
 @pytest.mark.parametrize("value", ["yes", "no", 1, None])

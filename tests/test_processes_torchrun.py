@@ -193,7 +193,11 @@ def test_a_port_in_use_is_refused_before_anything_starts(script):
     ("kwargs", "error", "says"),
     [
         ({"script": "no_such_script.py"}, FileNotFoundError, "relative to the notebook"),
-        ({"script": 42}, TypeError, "path of a .py file"),
+        ({"script": 42}, TypeError, "script must be the path of a file"),
+        ({"script": "w\0.py"}, ValueError, "script holds a NUL character"),
+        ({"script_args": ["--epochs", "2\0"]}, ValueError, "script_args holds a NUL character"),
+        ({"module": ["torch.distributed.run"]}, ValueError, "module must be one of"),
+        ({"master_port": "29500"}, ValueError, "master_port must be an int from 1 to 65535"),
         ({"script_args": "--epochs 2"}, TypeError, "list of strings"),
         ({"script_args": ["--epochs", 2]}, TypeError, "strings only"),
         ({"nproc_per_node": 0}, ValueError, "nproc_per_node"),

@@ -415,8 +415,9 @@ def test_batch_script_trains_on_two_nodes(jobs: dict, script: str) -> None:
     assert job["state"]["JobState"] == "COMPLETED", job["output"]
     assert job["state"]["NodeList"] == f"node[1-{NODES}]", job["state"]
     world = NODES * RANKS_PER_NODE
-    rows = [row for row in json_lines(job["output"]) if row["epochs run"] + row["resumed at epoch"] == EPOCHS]
-    assert sorted(row["rank"] for row in rows) == list(range(world)), job["output"]
+    rows = json_lines(job["output"])
+    full = [r for r in rows if r["resumed_at_epoch"] + r["epochs_run"] == EPOCHS]
+    assert sorted(r["rank"] for r in full) == list(range(world)), job["output"]
     final = torch.load(job["checkpoints"] / "final.pt", weights_only=True)
     snapshot = torch.load(job["checkpoints"] / "snapshot.pt", weights_only=True)
     assert snapshot["epoch"] == EPOCHS
@@ -431,7 +432,8 @@ def test_requeued_job_resumes_from_its_checkpoint(jobs: dict) -> None:
     assert job["state"]["Restarts"] == "1", job["state"]
     assert "injected failure: rank 1 dies in epoch 2" in job["output"]
     rows = json_lines(job["output"])
-    assert [(r["attempt"], r["resumed at epoch"]) for r in rows] == [(1, 2)] * NODES * RANKS_PER_NODE
+    resumed = [(r["attempt"], r["resumed_at_epoch"]) for r in rows]
+    assert resumed == [(1, 2)] * NODES * RANKS_PER_NODE
     assert "restart count 0" in job["output"] and "restart count 1" in job["output"]
 
 

@@ -13,7 +13,9 @@ each process selects GPU LOCAL_RANK (`torch.cuda.set_device`), joins with nccl a
 with `device_ids=[local_rank]`, as notebook 07's `train_ddp.py` does; with fewer GPUs than
 processes it stops with an error that says so; without CUDA, or with `--cpu`, it trains on the CPU
 with gloo. Rank 0 prints one JSON line: the loss of every step (the mean over the ranks), the last
-epoch's accuracy and the device of rank 0.
+epoch's accuracy and the device of rank 0. Started without torchrun, with a variable out of range or
+with a count below 1, it says so in one line; a rank waits for the others at most
+COURSE_GROUP_TIMEOUT_S seconds (120 by default): course_utils.worker_env holds those checks.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def make_images(n: int = 512) -> TensorDataset:
@@ -89,13 +93,15 @@ def pick_device(local_rank: int, cpu: bool = False) -> torch.device:
 
 def train(effective_batch: int, epochs: int, cpu: bool = False) -> dict:
     """Train for `epochs` with `effective_batch` images per step over all ranks; report the curve."""
+    check_torchrun_env()  # without a launcher: one line that says how to start this script
     local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun (and the course launcher)
     device = pick_device(local_rank, cpu)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)  # this process's GPU: nccl and .cuda() use it from now on
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        dist.init_process_group("gloo")
+    with joining() as timeout:  # a rank that never comes: an error after `timeout`, not a hang
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # this process's GPU: nccl and .cuda() use it from now on
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)
+        else:
+            dist.init_process_group("gloo", timeout=timeout)
     world = dist.get_world_size()
     if effective_batch % world:
         raise ValueError(f"--effective-batch {effective_batch} does not split into {world} equal parts")
@@ -137,8 +143,8 @@ def train(effective_batch: int, epochs: int, cpu: bool = False) -> dict:
 def main() -> None:
     """Parse the command line, train, and have rank 0 print the report as one JSON line."""
     parser = argparse.ArgumentParser(description="A small CNN trained with DDP on synthetic images.")
-    parser.add_argument("--effective-batch", type=int, default=32, help="images per step, over all ranks")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--effective-batch", type=at_least(1), default=32, help="images per step, all ranks")
+    parser.add_argument("--epochs", type=at_least(1), default=3)
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
     report = train(args.effective_batch, args.epochs, cpu=args.cpu)

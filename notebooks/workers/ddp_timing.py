@@ -14,6 +14,8 @@ How it measures, and why:
 - on a GPU, `torch.cuda.synchronize()` before each clock reading: the time of the work, not of
   its launch;
 - each rank returns its per-step times; the notebook turns them into medians and throughput.
+Called without the launcher's variables, or with one out of range, it says so in one line; a rank
+waits for the others at most COURSE_GROUP_TIMEOUT_S seconds (120 by default): course_utils.worker_env.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_utils.throughput import make_mlp
+from course_utils.worker_env import check_torchrun_env, joining
 
 
 def ddp_throughput_worker(
@@ -61,15 +64,17 @@ def ddp_throughput_worker(
             raise ValueError(f"{name} must be an int of at least {least}, not {value!r}")
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f'device_type must be "cpu" (gloo) or "cuda" (nccl), not {device_type!r}')
+    check_torchrun_env(launch="launch(ddp_throughput_worker, 2, args=(64, 10, 2))")  # or one clear line
     local_rank = int(os.environ["LOCAL_RANK"])
-    if device_type == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        torch.set_num_threads(threads)
-        dist.init_process_group("gloo")
+    with joining() as timeout:  # a rank that never comes: an error after `timeout`, not a hang
+        if device_type == "cuda":
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)
+        else:
+            device = torch.device("cpu")
+            torch.set_num_threads(threads)
+            dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         if global_batch % world:

@@ -10,6 +10,9 @@ kernels, on a stream of their own, and the forward and backward's compute kernel
 its trace for https://ui.perfetto.dev and prints one JSON line: the intervals of both kinds, in
 microseconds from the step's first kernel. With --cpu (gloo, for a machine without GPUs) the
 intervals are the operators instead: autograd's backward functions and gloo's all-reduces.
+Started without torchrun, with a variable out of range or with a count below 1, it says so in one
+line; a rank waits for the others at most COURSE_GROUP_TIMEOUT_S seconds (120 by default):
+course_utils.worker_env holds those checks.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def intervals(trace: dict, on_gpu: bool) -> dict[str, list[tuple[float, float]]]:
@@ -65,16 +70,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for rank 0's trace")
     parser.add_argument("--cpu", action="store_true", help="gloo on CPUs instead of NCCL on GPUs")
-    parser.add_argument("--width", type=int, default=4096, help="features of each Linear layer")
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=8192)
+    parser.add_argument("--width", type=at_least(1), default=4096, help="features of each Linear layer")
+    parser.add_argument("--layers", type=at_least(1), default=8)
+    parser.add_argument("--batch", type=at_least(1), default=8192)
     options = parser.parse_args()
+    check_torchrun_env()  # without torchrun: one line that says how to start this script
     on_gpu = not options.cpu
     local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun: this process's GPU on its machine
+    if on_gpu and local_rank >= torch.cuda.device_count():  # one GPU per process, or a clear error
+        parser.error(f"GPU {local_rank} (LOCAL_RANK) is not on this machine: one process per GPU, or --cpu")
     device = torch.device("cuda", local_rank) if on_gpu else torch.device("cpu")
     if on_gpu:
         torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if on_gpu else "gloo", device_id=device if on_gpu else None)
+    with joining() as timeout:  # a rank that never comes: an error after `timeout`, not a hang
+        dist.init_process_group(
+            "nccl" if on_gpu else "gloo", device_id=device if on_gpu else None, timeout=timeout
+        )
     rank = dist.get_rank()
     torch.manual_seed(0)
     layers = [nn.Linear(options.width, options.width) for _ in range(options.layers)]

@@ -11,7 +11,10 @@ an all-reduce whose sum is known, a barrier, a point-to-point ring (each rank se
 the next); then an all-reduce bandwidth sweep (1 KiB to --max-bytes) with algorithm bandwidth
 (bytes / time) and bus bandwidth, busbw = algbw x 2(n-1)/n: what each link carries in a ring
 all-reduce, comparable with the hardware's link speed whatever the number of ranks.
-A check that fails raises, so the job ends non-zero before the big job would have hung.
+A check that fails raises, so the job ends non-zero before the big job would have hung. Started
+without a launcher, with a variable out of range or with a count too small, it says so in one line;
+a rank waits for the others at most COURSE_GROUP_TIMEOUT_S seconds (120 by default):
+course_utils.worker_env holds those checks.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ import os
 import socket
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def bus_bandwidth(algbw: float, world_size: int) -> float:
@@ -101,19 +105,23 @@ def main() -> None:
     """Join the group, report every rank, check the links, sweep the bandwidth."""
     parser = argparse.ArgumentParser(description="Pre-flight check of a distributed job.")
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
-    parser.add_argument("--max-bytes", type=int, default=64 * 2**20, help="largest all-reduce (bytes)")
-    parser.add_argument("--iterations", type=int, default=5, help="all-reduces timed per size")
+    parser.add_argument(
+        "--max-bytes", type=at_least(1024), default=64 * 2**20, help="largest all-reduce (bytes)"
+    )
+    parser.add_argument("--iterations", type=at_least(1), default=5, help="all-reduces timed per size")
     args = parser.parse_args()
-    sizes = sweep_sizes(1024, args.max_bytes)  # bad sizes fail here, before the group forms
+    sizes = sweep_sizes(1024, args.max_bytes)
+    check_torchrun_env()  # without a launcher: one line that says how to start this script
 
     local_rank = int(os.environ["LOCAL_RANK"])
-    if torch.cuda.is_available() and not args.cpu:
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device, timeout=timedelta(minutes=2))
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=timedelta(minutes=2))
+    with joining() as timeout:  # a rank that never comes: an error after `timeout`, not a hang
+        if torch.cuda.is_available() and not args.cpu:
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=timeout)
     me = {
         "rank": dist.get_rank(),
         "local_rank": local_rank,

@@ -10,7 +10,9 @@ Without `--cpu`, where CUDA is there, process LOCAL_RANK drives GPU LOCAL_RANK w
 (`set_device`, `device_ids=[local_rank]`); with more processes per machine than GPUs it stops
 with an error that says so. It needs only the variables torchrun sets (MASTER_ADDR, MASTER_PORT,
 RANK, LOCAL_RANK, WORLD_SIZE): under `mp.spawn` or a cluster launcher that sets them, rank 0
-hosts the rendezvous store, which torchrun hosts itself.
+hosts the rendezvous store, on MASTER_ADDR, which torchrun hosts itself. Without them, with one out
+of range or with a count below 1 it says so in one line, and a rank waits for the others at most
+COURSE_GROUP_TIMEOUT_S seconds (120 by default): course_utils.worker_env holds those checks.
 
 At the start, every rank looks for `--out/snapshot.pt`; if it is there, the rank loads it (onto
 its own device, `map_location`) and goes on from the epoch after the one saved. After every
@@ -28,7 +30,6 @@ import argparse
 import json
 import os
 import sys
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -38,6 +39,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def make_dataset() -> TensorDataset:
@@ -83,34 +86,31 @@ def train(out: str, epochs: int, crash_in_epoch: int | None = None, cpu: bool = 
     It reads MASTER_ADDR, MASTER_PORT, RANK, LOCAL_RANK and WORLD_SIZE from the environment, so
     it runs under torchrun, the course launcher, `mp.spawn` or a cluster launcher alike.
     """
+    check_torchrun_env()  # without a launcher: one line that says how to start this script
     local_rank, rank = int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"])
     # 0, then 1 after a restart by torchrun or a requeue by SLURM (workers/slurm_*.sbatch)
     restarts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
     attempt = sum(int(os.environ.get(name, "0")) for name in restarts)
     # torchrun (and the course launcher) host the rendezvous store and say so; under mp.spawn or a
-    # cluster launcher nobody does, and rank 0 hosts it, as init_process_group's env:// would.
-    hosted = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    store = dist.TCPStore(
-        os.environ["MASTER_ADDR"],
-        int(os.environ["MASTER_PORT"]),
-        is_master=rank == 0 and not hosted,
-        timeout=timedelta(minutes=5),
-    )
-    # torchrun's static rendezvous (--master-addr/--master-port) keeps one store for all attempts: a
-    # prefix per attempt keeps a restarted rank from reading an address a failed attempt left there.
-    group = {
-        "store": dist.PrefixStore(f"attempt{attempt}", store),
-        "rank": rank,
-        "world_size": int(os.environ["WORLD_SIZE"]),
-    }
-    if torch.cuda.is_available() and not cpu:
-        check_enough_gpus(local_rank, torch.cuda.device_count())  # one GPU per process, or a clear error
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)  # this process's GPU: nccl and .cuda() use it from now on
-        dist.init_process_group("nccl", device_id=device, **group)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", **group)
+    # cluster launcher nobody does, and joining() has rank 0 host it, on MASTER_ADDR. Every rank connects.
+    with joining() as timeout:  # a rank that never comes: an error after `timeout`, not a hang
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout=timeout)
+        # torchrun's static rendezvous (--master-addr/--master-port) keeps one store for all attempts: a
+        # prefix per attempt keeps a restarted rank from reading an address a failed attempt left there.
+        group = {
+            "store": dist.PrefixStore(f"attempt{attempt}", store),
+            "rank": rank,
+            "world_size": int(os.environ["WORLD_SIZE"]),
+            "timeout": timeout,
+        }
+        if torch.cuda.is_available() and not cpu:
+            check_enough_gpus(local_rank, torch.cuda.device_count())  # one GPU per process, or a clear error
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)  # this process's GPU: nccl and .cuda() use it from now on
+            dist.init_process_group("nccl", device_id=device, **group)
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", **group)
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)).to(device)
@@ -143,7 +143,12 @@ def train(out: str, epochs: int, crash_in_epoch: int | None = None, cpu: bool = 
     dist.barrier()  # every rank is done with the group before any rank tears it down
     del ddp  # DDP goes before its process group
     dist.destroy_process_group()
-    return {"rank": rank, "attempt": attempt, "resumed at epoch": start, "epochs run": epochs - start}
+    return {
+        "rank": rank,
+        "attempt": attempt,
+        "resumed_at_epoch": start,
+        "epochs_run": epochs - start,
+    }
 
 
 @record  # torchrun's report then shows this rank's traceback as the root cause
@@ -151,8 +156,8 @@ def main() -> None:
     """Parse the command line, train, print one JSON line per rank."""
     parser = argparse.ArgumentParser(description="DDP training that resumes from its snapshot.")
     parser.add_argument("--out", required=True, help="folder for snapshot.pt and final.pt")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--crash-in-epoch", type=int, default=None, help="rank 1 raises once, in this epoch")
+    parser.add_argument("--epochs", type=at_least(1), default=4)
+    parser.add_argument("--crash-in-epoch", type=at_least(0), help="rank 1 raises once, in this epoch")
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
     report = train(args.out, args.epochs, args.crash_in_epoch, cpu=args.cpu)

@@ -9,7 +9,9 @@ rendezvous address, its rank and the world size to `init_process_group` itself.
 work; mp.spawn stops them and raises ProcessRaisedException with the failing index and the
 child's traceback.
 
-From a terminal (in `notebooks/`): `python workers/spawn_worker.py`.
+From a terminal (in `notebooks/`): `python workers/spawn_worker.py`. Rank 0 hosts the rendezvous
+store on 127.0.0.1 alone, and a process whose peer never comes gives up after
+COURSE_GROUP_TIMEOUT_S seconds (120 by default) with one line: course_utils.worker_env does both.
 """
 
 from __future__ import annotations
@@ -25,18 +27,23 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from course_utils.worker_env import joining
+
 
 def run(index: int, world_size: int, port: int, out_dir: str) -> None:
     """One process: join the group as rank `index`, all-reduce, write what it saw to a file."""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=world_size)
+    with joining(index, world_size, "127.0.0.1", port) as timeout:  # rank 0 hosts the store on 127.0.0.1
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=world_size, timeout=timeout
+        )
     total = torch.tensor([float(dist.get_rank() + 1)])
     dist.all_reduce(total)
     seen = {
         "index": index,
         "rank": dist.get_rank(),
         "world_size": dist.get_world_size(),
-        "RANK in env": os.environ.get("RANK"),
-        "all_reduce of rank + 1": total.item(),
+        "rank_in_env": os.environ.get("RANK"),
+        "sum_of_rank_plus_1": total.item(),
     }
     dist.destroy_process_group()
     with open(os.path.join(out_dir, f"rank{index}.json"), "w") as file:

@@ -11,7 +11,9 @@ outdated), drives GPU LOCAL_RANK with `nccl` when there are GPUs, or the CPU wit
 rank 0 saves the plain model's state_dict. Every rank prints one JSON line about itself.
 On a machine with GPUs every process needs a GPU of its own: with more processes per machine
 than visible GPUs (`--nproc-per-node=2` on one GPU) the script stops with an error that says
-so, instead of CUDA's "invalid device ordinal".
+so, instead of CUDA's "invalid device ordinal". Started without torchrun, with a variable out of
+range or with a count below 1, it says so in one line; a rank waits for the others at most
+COURSE_GROUP_TIMEOUT_S seconds (120 by default): course_utils.worker_env holds those checks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def check_enough_gpus(local_rank: int, gpu_count: int) -> None:
@@ -49,20 +53,22 @@ def main() -> None:
     """Train a linear model for a few epochs with DDP; rank 0 saves it to --out/model.pt."""
     parser = argparse.ArgumentParser(description="A tiny DDP training script for torchrun.")
     parser.add_argument("--out", required=True, help="folder for model.pt (rank 0 writes it)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=8, help="per process")
+    parser.add_argument("--epochs", type=at_least(1), default=3)
+    parser.add_argument("--batch-size", type=at_least(1), default=8, help="per process")
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
 
+    check_torchrun_env("GROUP_RANK")  # without torchrun: one line that says how to start this script
     local_rank = int(os.environ["LOCAL_RANK"])  # set by torchrun: which GPU on this machine
-    if torch.cuda.is_available() and not args.cpu:
-        check_enough_gpus(local_rank, torch.cuda.device_count())  # one GPU per process, or a clear error
-        torch.cuda.set_device(local_rank)  # any accelerator: torch.accelerator.set_device_index
-        device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device)  # env:// is the default init_method
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
+    with joining() as timeout:  # a rank that never comes: an error after `timeout`, not a hang
+        if torch.cuda.is_available() and not args.cpu:
+            check_enough_gpus(local_rank, torch.cuda.device_count())  # one GPU per process, or a clear error
+            torch.cuda.set_device(local_rank)  # any accelerator: torch.accelerator.set_device_index
+            device = torch.device("cuda", local_rank)
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)  # env:// is the default
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=timeout)
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)  # the same data on every rank; the sampler splits it
@@ -100,8 +106,8 @@ def main() -> None:
         "node_rank": int(os.environ["GROUP_RANK"]),  # set by torchrun: which machine
         "world_size": world_size,
         "backend": dist.get_backend(),
-        "samples seen": len(sampler) * args.epochs,
-        "mean loss per epoch": losses,
+        "samples_seen": len(sampler) * args.epochs,
+        "mean_loss_per_epoch": losses,
     }
     # One write per line: torchrun runs workers unbuffered, and print() would write the newline
     # separately, so that two ranks' lines could run together.

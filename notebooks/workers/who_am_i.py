@@ -7,6 +7,8 @@ Run it with torchrun from a terminal (in `notebooks/`):
 
 With `--all-reduce` every worker joins the process group (gloo, on the CPU) and adds up the ranks
 of all workers with `all_reduce`: the same sum on every worker proves that they form one job.
+Started without torchrun, or with a variable out of range, it says so in one line (the checks,
+and the bounded wait for the other workers, are in course_utils.worker_env).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import argparse
 import json
 import os
 import sys
+
+from course_utils.worker_env import check_torchrun_env, joining
 
 NAMES = ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE")
 
@@ -25,13 +29,15 @@ def main() -> None:
     parser.add_argument("--all-reduce", action="store_true", help="join the process group and sum the ranks")
     args = parser.parse_args()
 
+    check_torchrun_env(*NAMES)  # without torchrun: one line that says how to start this script
     seen: dict[str, object] = {name: int(os.environ[name]) for name in NAMES}
     seen["MASTER_ADDR"] = os.environ["MASTER_ADDR"]
     if args.all_reduce:
         import torch
         import torch.distributed as dist
 
-        dist.init_process_group("gloo")  # reads MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        with joining() as timeout:  # a worker that never comes: an error after `timeout`, not a hang
+            dist.init_process_group("gloo", timeout=timeout)  # reads MASTER_ADDR/PORT, RANK, WORLD_SIZE
         total = torch.tensor([float(dist.get_rank())])
         dist.all_reduce(total)
         seen["sum of all ranks"] = int(total.item())

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from course_utils._checks import path as checked_path
 from course_utils.i18n import _
 
 __all__ = ["PrintOnLoad", "save_untrusted_example", "save_with_location", "storage_locations"]
@@ -83,19 +84,7 @@ def _torch_location_tag(device: torch.device) -> str:
 
 def _save_target(path: object) -> Path:
     """`path` as a Path to a file that can be written: a str or Path, not a folder, in an existing folder."""
-    if not isinstance(path, str | os.PathLike) or str(path) == "":
-        raise TypeError(
-            _("path is the checkpoint's file name, a str or Path such as 'model.pt', not {path!r}").format(
-                path=path
-            )
-        )
-    if "\0" in str(path):
-        raise ValueError(
-            _(
-                "path {path!r} holds a NUL character, which no file name can hold; pass a plain file name"
-            ).format(path=str(path))
-        )
-    path = Path(path)
+    path = Path(checked_path("path", path, "'model.pt'"))
     if path.is_dir():
         raise IsADirectoryError(
             _("cannot save to {path}: it is a folder; name a file in it, such as {example}").format(
@@ -165,7 +154,7 @@ def save_with_location(obj: object, path: str | Path, location: str | torch.devi
     """
     try:
         device = torch.device(location)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError) as err:  # ValueError: an index too big for a C long
         raise ValueError(
             _("location must name a device such as 'cuda:0' or 'cpu', got {location!r}").format(
                 location=location
@@ -262,13 +251,7 @@ def storage_locations(path: str | Path) -> list[str]:
     tensors counts once. A legacy (pre-1.6) checkpoint is refused with a ValueError that says
     how to convert it.
     """
-    if not isinstance(path, str | os.PathLike) or str(path) == "":
-        raise TypeError(
-            _("path is a checkpoint's file name, a str or Path such as 'model.pt', not {path!r}").format(
-                path=path
-            )
-        )
-    path = Path(path)
+    path = Path(checked_path("path", path, "'model.pt'"))
     if not path.exists():
         raise FileNotFoundError(
             _("no checkpoint at {path}: check the file name and folder").format(path=path)

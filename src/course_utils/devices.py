@@ -97,7 +97,11 @@ def aten_ops(fn: Callable[[], object]) -> list[str]:
     that can be seen here.
     """
     if not callable(fn):
-        raise TypeError(_("aten_ops needs a function to call, e.g. aten_ops(lambda: torch.zeros(2))"))
+        raise TypeError(
+            _(
+                "fn: aten_ops needs a function to call, e.g. aten_ops(lambda: torch.zeros(2)), not {fn!r}"
+            ).format(fn=fn)
+        )
     with _OpRecorder() as recorder:
         fn()
     return recorder.ops

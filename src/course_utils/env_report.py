@@ -22,6 +22,7 @@ from typing import TypeVar
 import psutil
 import torch
 
+from course_utils._checks import path
 from course_utils.gpus import Inventory, nvml_inventory
 from course_utils.i18n import _, display_width, pad
 from course_utils.setup import SUPPORTED_TORCH, torch_in_range
@@ -102,13 +103,6 @@ def _smallest(values: Iterable[N | None]) -> N | None:
     return min(found) if found else None
 
 
-def _as_path(value: object, name: str) -> Path:
-    """`value` as a Path when it is a str or a Path, else a TypeError that says what to pass."""
-    if not isinstance(value, str | os.PathLike) or str(value) == "":
-        raise TypeError(f"{name} is a folder or file path (a str or Path), not {value!r}")
-    return Path(value)
-
-
 def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_SELF_CGROUP) -> CgroupLimits:
     """The memory and CPU limits of this process's cgroup (v2, else v1); never raises.
 
@@ -117,10 +111,10 @@ def read_cgroup_limits(root: Path = CGROUP_ROOT, proc_self_cgroup: Path = PROC_S
     `cpu/` hierarchies hold `memory.limit_in_bytes` and `cpu.cfs_quota_us`/`cpu.cfs_period_us`
     (-1: no quota). The arguments exist so that tests can point them at fake files. On macOS and
     Windows, where these files do not exist, there are no limits to report. Only arguments that
-    are not paths raise (TypeError).
+    are not paths raise (TypeError; ValueError for an empty one or one with a NUL character).
     """
-    root = _as_path(root, "root")
-    own = _own_cgroups(_as_path(proc_self_cgroup, "proc_self_cgroup"))
+    root = Path(path("root", root, repr(str(CGROUP_ROOT))))
+    own = _own_cgroups(Path(path("proc_self_cgroup", proc_self_cgroup, repr(str(PROC_SELF_CGROUP)))))
     if _read(root / "cgroup.controllers") is not None:
         dirs = _cgroup_dirs(root, own.get(""))
         memory = _smallest([_memory_limit(_read(d / "memory.max"), v1=False) for d in dirs])
@@ -250,6 +244,8 @@ def environment_report(
     `cgroup_root` and `proc_self_cgroup` say where to read container limits (see
     `read_cgroup_limits`); tests point them at fake files.
     """
+    path("cgroup_root", cgroup_root, repr(str(CGROUP_ROOT)))  # checked here, by the names passed here
+    path("proc_self_cgroup", proc_self_cgroup, repr(str(PROC_SELF_CGROUP)))
     available = torch.accelerator.is_available()
     kind = torch.accelerator.current_accelerator().type if available else None
     count = torch.accelerator.device_count() if available else 0

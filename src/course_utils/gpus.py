@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar
 
+from course_utils._checks import path as checked_path
+from course_utils._checks import text
 from course_utils.i18n import N_, _, translated
 
 MIB = 2**20
@@ -105,13 +107,9 @@ def explain_nvml_error(err: Exception, doing: str = N_("start")) -> str:
     The default (`doing="start"`) is for `nvmlInit()`; `nvml_inventory` passes what it was
     reading ("count the GPUs", "read GPU 2's memory") for errors that come later.
     """
-    if not isinstance(err, BaseException) or not isinstance(doing, str):
-        raise TypeError(
-            _("pass the exception NVML raised and a str naming the step, not {err!r} and {doing!r}").format(
-                err=err, doing=doing
-            )
-        )
-    doing = translated(doing)
+    if not isinstance(err, BaseException):
+        raise TypeError(_("err must be the exception NVML raised, not {err!r}").format(err=err))
+    doing = translated(text("doing", doing, "'count the GPUs'"))
     kind = type(err).__name__
     if "LibraryNotFound" in kind:
         return _(
@@ -390,9 +388,7 @@ def cuda_driver_started(
     answers False, yet the CUDA runtime inside PyTorch keeps that failure for the life of
     the process (seen with PyTorch 2.11 on an H100): a new value then changes nothing either.
     """
-    if not isinstance(maps, str | Path):
-        raise TypeError(f"maps must be the path of a memory map such as '/proc/self/maps', not {maps!r}")
-    path = _libcuda_path(maps)
+    path = _libcuda_path(checked_path("maps", maps, "'/proc/self/maps'"))
     if not path:
         return None if path is None else False
     try:

@@ -26,6 +26,7 @@ LANGUAGE_VARIABLE = "COURSE_LANGUAGE"
 ENGLISH = "en"
 LANGUAGES = (ENGLISH, "zh-CN")
 LOCALE = Path(__file__).resolve().parent / "locale"
+MAX_WIDTH = 10_000  # columns: `pad` would build a string of any width it is given
 
 
 def language() -> str:
@@ -139,6 +140,8 @@ def pad(text: object, width: int, align: str = "<") -> str:
         raise TypeError(f"width must be a number of columns, an int such as 17, not {width!r}")
     if width < 0:
         raise ValueError(f"width must be a number of columns, 0 or more, not {width!r}")
+    if width > MAX_WIDTH:
+        raise ValueError(f"width must be a number of columns, at most {MAX_WIDTH}: no screen is wider")
     text = str(text)
     room = " " * max(0, width - display_width(text))
     return text + room if align == "<" else room + text

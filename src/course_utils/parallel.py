@@ -50,6 +50,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from course_utils._checks import flag
 from course_utils.i18n import N_, _, translated
 
 __all__ = [
@@ -64,34 +65,36 @@ __all__ = [
 ]
 
 MAX_DEVICES = 1024  # far more GPUs than one DataParallel process can drive; a bigger number is a slip
+MAX_ROWS = 2**63 - 1  # a tensor's size along a dimension is a signed 64-bit int
 SIMULATION_NOTE = N_(
     "SIMULATION on one device: replicas run one after another, in device order; no GPUs used"
 )
 
 
-def _check_num_devices(num_devices: object) -> int:
-    """Return num_devices if it is an int from 1 to MAX_DEVICES, else raise an error saying what to pass."""
+def _check_num_devices(num_devices: object, name: str = "num_devices") -> int:
+    """Return the count if it is an int from 1 to MAX_DEVICES, else raise an error that names `name` and
+    says what to pass."""
     if isinstance(num_devices, bool) or not isinstance(num_devices, int):
         raise TypeError(
             _(
-                "num_devices must be an int (how many GPUs to simulate), got {type_name} "
-                "{num_devices!r}; pass e.g. num_devices=2"
-            ).format(type_name=type(num_devices).__name__, num_devices=num_devices)
+                "{name} must be an int (how many GPUs to simulate), got {type_name} "
+                "{num_devices!r}; pass e.g. {name}=2"
+            ).format(name=name, type_name=type(num_devices).__name__, num_devices=num_devices)
         )
     if num_devices < 1:
         raise ValueError(
             _(
-                "num_devices must be at least 1 (the number of GPUs to simulate), got {num_devices}; "
-                "nn.DataParallel needs at least one device, pass e.g. num_devices=2"
-            ).format(num_devices=num_devices)
+                "{name} must be at least 1 (the number of GPUs to simulate), got {num_devices}; "
+                "nn.DataParallel needs at least one device, pass e.g. {name}=2"
+            ).format(name=name, num_devices=num_devices)
         )
     if num_devices > MAX_DEVICES:
         raise ValueError(
             _(
-                "num_devices={num_devices} is more GPUs than one process can drive (the simulation "
+                "{name}={num_devices} is more GPUs than one process can drive (the simulation "
                 "accepts up to {max_devices}, one replica each); pass the number of GPUs of one "
                 "machine, e.g. 8"
-            ).format(num_devices=num_devices, max_devices=MAX_DEVICES)
+            ).format(name=name, num_devices=num_devices, max_devices=MAX_DEVICES)
         )
     return num_devices
 
@@ -122,6 +125,12 @@ def replica_sizes(batch_size: int, num_devices: int) -> list[int]:
                 "batch_size must be a positive int, got {batch_size!r}; an empty batch gives DataParallel "
                 "nothing to split"
             ).format(batch_size=batch_size)
+        )
+    if batch_size > MAX_ROWS:
+        raise ValueError(
+            _("batch_size must be at most {most}, the most rows a tensor can hold, not {batch_size}").format(
+                most=MAX_ROWS, batch_size=batch_size
+            )
         )
     return [piece.shape[0] for piece in torch.empty(batch_size, 0).chunk(num_devices)]
 
@@ -253,7 +262,8 @@ def simulated_replicate(network: nn.Module, num_replicas: int, detach: bool = Fa
                 type_name=type(network).__name__
             )
         )
-    num_replicas = _check_num_devices(num_replicas)
+    num_replicas = _check_num_devices(num_replicas, "num_replicas")
+    flag("detach", detach)
     params = list(network.parameters())
     param_indices = {param: idx for idx, param in enumerate(params)}
     param_copies = [[_copy_for_replica(p, j, detach) for p in params] for j in range(num_replicas)]

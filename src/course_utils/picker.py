@@ -43,6 +43,14 @@ def _check_inventory(inventory: object) -> None:
         )
 
 
+def _listed(selection: object) -> list:
+    """`selection` as a list, or a TypeError unless it is a list (an iterable) of GPU numbers; text, a
+    set (no order) or a dict is refused, and the entries are checked where they are used."""
+    if isinstance(selection, str | bytes | AbstractSet | Mapping) or not isinstance(selection, Iterable):
+        raise TypeError(f"the selection is a list of physical GPU numbers such as [3, 6], not {selection!r}.")
+    return list(selection)
+
+
 def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]:
     """The selection as a list of physical indices, checked against the inventory (ValueError if not).
 
@@ -50,8 +58,7 @@ def check_selection(inventory: Inventory, selection: Sequence[int]) -> list[int]
     inventory, once.
     """
     _check_inventory(inventory)
-    if isinstance(selection, str | bytes | AbstractSet | Mapping) or not isinstance(selection, Iterable):
-        raise TypeError(f"the selection is a list of physical GPU numbers such as [3, 6], not {selection!r}.")
+    selection = _listed(selection)
     count = len(inventory.gpus)
     valid = (
         _("physical GPUs are numbered 0-{last}").format(last=count - 1)
@@ -91,7 +98,7 @@ def toggle(selection: Sequence[int], index: int, ticked: bool) -> list[int]:
         )
     if not isinstance(ticked, bool):
         raise TypeError(f"ticked is True (tick) or False (untick), not {ticked!r}.")
-    kept = [i for i in selection if i != index]
+    kept = [i for i in _listed(selection) if i != index]
     return [*kept, index] if ticked else kept
 
 
@@ -184,6 +191,7 @@ def value_html(selection: Sequence[int]) -> str:
 
     With nothing selected: a hint, not `CUDA_VISIBLE_DEVICES=""` (which would hide every GPU).
     """
+    selection = _listed(selection)
     if not selection:
         return f'<i class="gpu-picker-value-text">{html.escape(translated(NOTHING_SELECTED))}</i>'
     value = visible_devices_value(selection)
@@ -192,6 +200,7 @@ def value_html(selection: Sequence[int]) -> str:
 
 def mapping_html(inventory: Inventory, selection: Sequence[int]) -> str:
     """The logical -> physical lines as HTML, with the numbering they assume; empty for no selection."""
+    selection = _listed(selection)
     if not selection:
         return ""
     lines = mapping_lines(visible_devices_value(selection), inventory)
@@ -201,6 +210,7 @@ def mapping_html(inventory: Inventory, selection: Sequence[int]) -> str:
 
 def code_html(selection: Sequence[int]) -> str:
     """The lines for the top of a script and the shell line, as HTML; a hint when nothing is selected."""
+    selection = _listed(selection)
     if not selection:
         return f"<i>{_('the lines for the top of your script appear here once GPUs are selected')}</i>"
     value = visible_devices_value(selection)

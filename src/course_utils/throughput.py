@@ -22,6 +22,7 @@ from PIL import Image, ImageFilter
 from torch import nn
 from torch.utils.data import Dataset
 
+from course_utils._checks import whole_number
 from course_utils.i18n import _, pad
 
 __all__ = [
@@ -52,7 +53,9 @@ def _check_widths(widths: object) -> list[int]:
             )
         )
     widths = list(widths)
-    if len(widths) < 2 or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+    if len(widths) < 2 or any(
+        isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_PARAMETERS for w in widths
+    ):
         raise ValueError(
             _("widths must be two or more positive ints (input, hidden..., output), not {widths!r}").format(
                 widths=widths
@@ -258,7 +261,7 @@ class EncodedImages(Dataset):
                         name=name, high=high, value=value
                     )
                 )
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator().manual_seed(whole_number("seed", seed, 0, 2**64 - 1))
         self.encoded: list[bytes] = []
         for _image in range(num_images):
             pixels = torch.randint(0, 256, (size, size, 3), dtype=torch.uint8, generator=generator)

@@ -3,13 +3,16 @@
 A check looks at the reader's answer and says what is right or wrong, never the solution.
 The helpers here read answers the same way in every check: a whole number is any integer
 (int, NumPy integer, 0-d integer tensor), never a float or a string that would need rounding;
-a reader's function is called so that whatever it does (raise, `sys.exit`) becomes a hint.
+a reader's function is called so that whatever it does (raise, `sys.exit`) becomes a hint, and a
+function still as the notebook ships it hears that the exercise is not answered yet (`unanswered`).
 """
 
 from __future__ import annotations
 
+import dis
 import math
 import numbers
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from course_utils._checks import shown
 from course_utils.i18n import _, spaced
+
+MAX_COUNT = 2**63 - 1  # the largest count an int64 holds, as PyTorch's sizes and counters do
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,45 @@ def not_a_function(answer: object, call: str) -> CheckResult | None:
     if not callable(answer):
         return failed(_("pass the function itself, not a {type}.").format(type=type(answer).__name__))
     return None
+
+
+# Bytecode that runs no code of the reader's: the interpreter's bookkeeping, and what a placeholder
+# body compiles to (`...`, `pass` or a docstring return None; `raise NotImplementedError("...")`).
+_BOOKKEEPING = {"RESUME", "NOP", "CACHE", "EXTENDED_ARG", "NOT_TAKEN"}
+_RAISE_PLACEHOLDER = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_CONST", "PUSH_NULL", "PRECALL", "CALL", "KW_NAMES"}
+
+
+def is_placeholder(fn: object) -> bool:
+    """Whether `fn` is still the exercise's placeholder: a body of only a docstring, `...`, `pass`,
+    `return None`, `return ...` or `raise NotImplementedError(...)`, which is how the notebooks ship
+    an exercise's function. A function with any code of the reader's in it is not one."""
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    ops = [op for op in dis.get_instructions(code) if op.opname not in _BOOKKEEPING]
+    names = [op.opname for op in ops]
+    if names in (["LOAD_CONST", "RETURN_VALUE"], ["RETURN_CONST"]):
+        return ops[0].argval is None or ops[0].argval is Ellipsis
+    loaded = [op.argval for op in ops if op.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    return (
+        names[-1:] == ["RAISE_VARARGS"]
+        and loaded == ["NotImplementedError"]
+        and set(names[:-1]) <= _RAISE_PLACEHOLDER
+    )
+
+
+def unanswered(fn: object, call: str, goal: str) -> CheckResult | None:
+    """A "Not yet" verdict that says the exercise is not answered yet and what to write (`goal`,
+    a phrase in the notebook's language) when `fn` is its placeholder (`is_placeholder`); else None.
+    Only a function the reader did write hears that it returned None ("did you forget `return`?")."""
+    if not is_placeholder(fn):
+        return None
+    return failed(
+        _(
+            "`{call}` is not answered yet: its body is still the notebook's placeholder. Replace it "
+            "with your code: {goal}."
+        ).format(call=call, goal=goal)
+    )
 
 
 def _tensor_item(value: torch.Tensor) -> object:
@@ -110,19 +155,26 @@ def real_value(value: object) -> float | None:
         value = None if value.is_complex() or value.dtype == torch.bool else _tensor_item(value)
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond any float, such as 10**400
+        return None
     return number if math.isfinite(number) else None
 
 
-def positive_count(value: object, name: str) -> int:
-    """`value` as an int if it is a whole number of at least 1 (ranks, stages, layers, micro-batches),
-    else an error that names `name`: the reference helpers' rule for their counts."""
+def positive_count(value: object, name: str, most: int = MAX_COUNT) -> int:
+    """`value` as an int if it is a whole number from 1 to `most` (ranks, stages, layers, heads,
+    FLOPs), else an error that names `name`: the reference helpers' rule for their counts."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
-            _("{name} must be a whole number such as 2, not {value!r}").format(name=name, value=value)
+            _("{name} must be a whole number such as 2, not {value}").format(name=name, value=shown(value))
         )
     if value < 1:
-        raise ValueError(_("{name} must be at least 1, not {value!r}").format(name=name, value=value))
+        raise ValueError(_("{name} must be at least 1, not {value}").format(name=name, value=shown(value)))
+    if value > most:
+        raise ValueError(
+            _("{name} must be at most {most}, not {value}").format(name=name, most=most, value=shown(value))
+        )
     return int(value)
 
 
@@ -154,7 +206,10 @@ def describe_error(err: BaseException) -> str:
         return _(
             "called sys.exit({code}), which ends the whole process; return from the function instead"
         ).format(code=code)
-    return _("raised {name}: {error}").format(name=type(err).__name__, error=err)
+    text = str(err).strip().removesuffix(".")  # the hint goes on after it, often with its own "."
+    if not text:
+        return _("raised {name}").format(name=type(err).__name__)
+    return _("raised {name}: {error}").format(name=type(err).__name__, error=text)
 
 
 def call_reader(fn: Callable[..., Any], *args: Any) -> Outcome:

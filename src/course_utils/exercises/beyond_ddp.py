@@ -2,24 +2,27 @@
 
 Each check compares the reader's answer with what PyTorch does and says what is right or wrong,
 with a hint, never the solution. The answers are computed from real tensors: the bytes from a
-real model's parameters, the local shape from `torch.chunk`, which is how `Shard(dim)` splits;
+real model's parameters, the local shape by `torch.chunk`'s rule, which is how `Shard(dim)` splits;
 the unit tests compare each accepted answer with what FSDP, DTensor and parallelize_module do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 from torch.distributed.tensor import Placement, Shard
 
+from course_utils._checks import shown
 from course_utils.exercises import (
     CheckResult,
     failed,
     integral_list,
     integral_value,
     passed,
+    positive_count,
     whole_number_hint,
 )
 from course_utils.i18n import _
@@ -175,15 +178,35 @@ def check_embedding_placements(colwise_weight: Any, rowwise_weight: Any) -> Chec
 
 
 def expected_local_shape(shape: tuple[int, ...], world_size: int, rank: int, dim: int = 0) -> tuple[int, ...]:
-    """The local shape of rank `rank` for a tensor of `shape` placed as Shard(dim): torch.chunk's split."""
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(
-            f"rank must be in 0..{world_size - 1} and world_size at least 1, not {rank=}, {world_size=}"
+    """The local shape of rank `rank` for a tensor of `shape` placed as Shard(dim), split as torch.chunk
+    splits: pieces of ceil(size / world_size) along `dim`, the last ones smaller or empty."""
+    sizes = integral_list(shape)
+    if sizes is None or any(size < 0 for size in sizes):
+        raise TypeError(
+            _(
+                "shape must be a tuple of sizes (whole numbers, 0 or more) such as (10, 6), not {shape}"
+            ).format(shape=shown(shape))
         )
-    chunks = torch.empty(shape, device="meta").chunk(world_size, dim=dim)
-    if rank >= len(chunks):
-        return tuple(0 if d == dim else size for d, size in enumerate(shape))
-    return tuple(chunks[rank].shape)
+    world_size = positive_count(world_size, "world_size")
+    rank_number, axis = integral_value(rank), integral_value(dim)
+    if rank_number is None or not 0 <= rank_number < world_size:
+        error = TypeError if rank_number is None else ValueError
+        raise error(
+            _("rank must be a whole number from 0 to {last} (world_size - 1), not {rank}").format(
+                last=world_size - 1, rank=shown(rank)
+            )
+        )
+    if axis is None or not -len(sizes) <= axis < len(sizes):
+        error = TypeError if axis is None else ValueError
+        raise error(
+            _("dim must be a dimension of shape, a whole number from {first} to {last}, not {dim}").format(
+                first=-len(sizes), last=len(sizes) - 1, dim=shown(dim)
+            )
+        )
+    axis %= len(sizes)
+    piece = -(-sizes[axis] // world_size)  # torch.chunk's piece: the size divided, rounded up
+    sizes[axis] = max(0, min(piece, sizes[axis] - rank_number * piece))
+    return tuple(sizes)
 
 
 def check_local_shape(local_shape: Any) -> CheckResult:
@@ -272,32 +295,24 @@ def _tp_worker(shard_mlp: Any) -> dict:
         dist.destroy_process_group()
 
 
-def _does_nothing(fn: Any) -> bool:
-    """Whether `fn` only returns None (a body of `...` or `pass`): the unanswered exercise."""
-    import dis
-
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return False
-    ops = [i for i in dis.get_instructions(code) if i.opname not in ("RESUME", "NOP", "CACHE")]
-    names = [i.opname for i in ops]
-    return names in (["LOAD_CONST", "RETURN_VALUE"], ["RETURN_CONST"]) and ops[0].argval is None
-
-
-def check_tensor_parallel(shard_mlp: Any) -> CheckResult:
+def check_tensor_parallel(shard_mlp: Callable[[nn.Module, Any], Any]) -> CheckResult:
     """Check `shard_mlp(model, mesh)`: tensor parallelism on exercise 4's MLP, run in 2 real ranks.
 
     Right: every weight split over the ranks (not gathered, not replicated), the output a plain
     tensor equal on every rank to the unsharded model's, one all-reduce in the forward pass.
     """
-    from course_utils.exercises import not_a_function
+    from course_utils.exercises import not_a_function, unanswered
     from course_utils.exercises.ranks import exited_without_result
+    from course_utils.exercises.sandbox import probe_verdict
     from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
     if (verdict := not_a_function(shard_mlp, "shard_mlp(model, mesh)")) is not None:
         return verdict
-    if _does_nothing(shard_mlp):
-        return failed(_("replace the `...` in `shard_mlp` with your code: a parallelize_module call."))
+    goal = _("split the model's two layers over the mesh with parallelize_module")
+    if (verdict := unanswered(shard_mlp, "shard_mlp(model, mesh)", goal)) is not None:
+        return verdict
+    if (verdict := probe_verdict(shard_mlp, 2)) is not None:
+        return verdict  # it ends its process or hangs before it uses its arguments: no rank started for it
     try:
         ranks = launch(_tp_worker, TP_WORLD_SIZE, args=(shard_mlp,), timeout=20)
     except LaunchTimeoutError:

@@ -6,7 +6,7 @@ hint, never the solution. The unit tests compare the truths with real runs (`Flo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from course_utils.exercises import (
@@ -16,7 +16,9 @@ from course_utils.exercises import (
     integral_value,
     not_a_function,
     passed,
+    positive_count,
     real_value,
+    unanswered,
 )
 from course_utils.i18n import _
 
@@ -35,17 +37,46 @@ TOKENS_PER_SECOND_PER_RANK = 1500
 PEAK_PER_RANK = 20e9
 
 
-def matrix_parameters(config: dict[str, int] = CONFIG) -> int:
+def _sizes(config: object) -> dict[str, int]:
+    """`config`'s sizes (a mapping with CONFIG's keys, each a whole number of at least 1), checked;
+    else an error that names the key and says what to give."""
+    if not isinstance(config, Mapping):
+        raise TypeError(
+            _("config must be a dict of sizes with the keys of CONFIG, such as {keys}, not a {type}").format(
+                keys=", ".join(CONFIG), type=type(config).__name__
+            )
+        )
+    missing = [key for key in CONFIG if key not in config]
+    if missing:
+        raise ValueError(
+            _("config has no {key!r}: give every key of CONFIG ({keys})").format(
+                key=missing[0], keys=", ".join(CONFIG)
+            )
+        )
+    sizes = {key: positive_count(config[key], f"config[{key!r}]") for key in CONFIG}
+    if sizes["hidden_size"] % sizes["num_attention_heads"]:
+        raise ValueError(
+            _(
+                "config['hidden_size'] ({d}) must divide by config['num_attention_heads'] ({heads}): "
+                "each head takes an equal share of it"
+            ).format(d=sizes["hidden_size"], heads=sizes["num_attention_heads"])
+        )
+    return sizes
+
+
+def matrix_parameters(config: Mapping[str, int] = CONFIG) -> int:
     """Numbers in the model's weight matrices: each block's attention and MLP, and the output head."""
-    d, hidden = config["hidden_size"], config["intermediate_size"]
-    kv = d // config["num_attention_heads"] * config["num_key_value_heads"]  # width of k and v
+    sizes = _sizes(config)
+    d, hidden = sizes["hidden_size"], sizes["intermediate_size"]
+    kv = d // sizes["num_attention_heads"] * sizes["num_key_value_heads"]  # width of k and v
     block = 2 * d * d + 2 * d * kv + 3 * d * hidden  # q, o; k, v; gate, up, down
-    return config["num_hidden_layers"] * block + d * config["vocab_size"]
+    return sizes["num_hidden_layers"] * block + d * sizes["vocab_size"]
 
 
-def flops_per_token(config: dict[str, int] = CONFIG, seq: int = SEQ) -> int:
+def flops_per_token(config: Mapping[str, int] = CONFIG, seq: int = SEQ) -> int:
     """Training FLOPs per token: 6N for the matrices, 12·L·d·T for attention's two products."""
-    return 6 * matrix_parameters(config) + 12 * config["num_hidden_layers"] * config["hidden_size"] * seq
+    sizes, seq = _sizes(config), positive_count(seq, "seq")
+    return 6 * matrix_parameters(sizes) + 12 * sizes["num_hidden_layers"] * sizes["hidden_size"] * seq
 
 
 def _read(
@@ -96,7 +127,7 @@ def check_flops_per_token(flops: Any) -> CheckResult:
 
 def mfu(flops: int = flops_per_token()) -> float:
     """Model FLOPs utilisation of exercise 2's run, as a fraction of each rank's measured peak."""
-    return TOKENS_PER_SECOND_PER_RANK * flops / PEAK_PER_RANK
+    return TOKENS_PER_SECOND_PER_RANK * positive_count(flops, "flops") / PEAK_PER_RANK
 
 
 def check_mfu(utilisation: Any) -> CheckResult:
@@ -148,8 +179,17 @@ HEAD_CASES: tuple[tuple[int, int, int], ...] = (
 
 def heads_per_rank(num_heads: int, num_kv_heads: int, tp: int) -> tuple[int, int]:
     """The query and key/value heads one TP rank computes; ValueError when the heads do not divide."""
+    num_heads, num_kv_heads = (
+        positive_count(num_heads, "num_heads"),
+        positive_count(num_kv_heads, "num_kv_heads"),
+    )
+    tp = positive_count(tp, "tp")
     if num_heads % tp or num_kv_heads % tp:
-        raise ValueError(f"{num_heads} query and {num_kv_heads} key/value heads do not divide by {tp} ranks")
+        raise ValueError(
+            _("{num_heads} query and {num_kv_heads} key/value heads do not divide by {tp} ranks").format(
+                num_heads=num_heads, num_kv_heads=num_kv_heads, tp=tp
+            )
+        )
     return num_heads // tp, num_kv_heads // tp
 
 
@@ -165,6 +205,11 @@ def check_heads_per_rank(fn: Callable[[int, int, int], Any]) -> CheckResult:
     problem = not_a_function(fn, "def heads_per_rank(num_heads, num_kv_heads, tp): ...")
     if problem is not None:
         return problem
+    goal = _(
+        "return the query and key/value heads one rank computes, or raise ValueError if they do not divide"
+    )
+    if (verdict := unanswered(fn, "heads_per_rank(num_heads, num_kv_heads, tp)", goal)) is not None:
+        return verdict
     for case in HEAD_CASES:
         divides = case[0] % case[2] == 0 and case[1] % case[2] == 0
         outcome = call_reader(fn, *case)

@@ -32,9 +32,11 @@ from course_utils.exercises import (
     not_a_function,
     passed,
     real_value,
+    unanswered,
     whole_number_hint,
 )
 from course_utils.exercises.ranks import call_in_rank, exited_without_result, run_ranks
+from course_utils.exercises.sandbox import probe_verdict
 from course_utils.i18n import _
 from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
 
@@ -246,6 +248,11 @@ def check_accumulation_step(step: Callable[[DDP, list], Any] | None) -> CheckRes
     """
     if (verdict := not_a_function(step, "accumulation_step(ddp, micro_batches)")) is not None:
         return verdict
+    goal = _("run forward and backward on each micro-batch, with a single all-reduce in all")
+    if (verdict := unanswered(step, "accumulation_step(ddp, micro_batches)", goal)) is not None:
+        return verdict
+    if (verdict := probe_verdict(step, 2)) is not None:
+        return verdict  # it ends its process or hangs before it uses its arguments: no rank started for it
     # DDP's constructor imports torch._dynamo (some 800 modules, seconds): imported here once, the
     # forked ranks inherit it instead of each importing it again, at every check.
     importlib.import_module("torch._dynamo")
@@ -415,6 +422,11 @@ def check_resume(resume: Callable[..., Any] | None) -> CheckResult:
     """
     if (verdict := not_a_function(resume, "resume(ddp, optimizer, sampler, path)")) is not None:
         return verdict
+    goal = _("load the snapshot at path into ddp, optimizer and sampler, and return the next epoch")
+    if (verdict := unanswered(resume, "resume(ddp, optimizer, sampler, path)", goal)) is not None:
+        return verdict
+    if (verdict := probe_verdict(resume, 4)) is not None:
+        return verdict  # it ends its process or hangs before it uses its arguments: no rank started for it
     seed = random.randrange(1, 1_000_000)
     with tempfile.TemporaryDirectory(prefix="course-resume-") as folder:
         try:

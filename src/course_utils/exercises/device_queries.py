@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from unittest import mock
 
 import torch
 
-from course_utils.exercises import CheckResult, call_reader, failed, integral_value, passed, whole_number_hint
+from course_utils.exercises import (
+    CheckResult,
+    call_reader,
+    failed,
+    integral_value,
+    passed,
+    unanswered,
+    whole_number_hint,
+)
 from course_utils.i18n import N_, _, translated
 
 # The machines the reader's line is run on: (name, the accelerator it has, or None for none).
@@ -52,7 +60,7 @@ def _this_machine() -> str:
     return accelerator.type if accelerator is not None else "cpu"
 
 
-def check_device_choice(pick_device: object) -> CheckResult:
+def check_device_choice(pick_device: Callable[[], torch.device]) -> CheckResult:
     """Run the reader's `pick_device()` here and on four pretended machines; say where it picks wrong.
 
     The pretended machines patch `torch.accelerator`, `torch.cuda`, `torch.backends.mps` and
@@ -71,6 +79,9 @@ def check_device_choice(pick_device: object) -> CheckResult:
         return failed(
             _("expected the function pick_device, got a {type}.").format(type=type(pick_device).__name__)
         )
+    goal = _("return the accelerator this PyTorch can use, else the CPU, as a torch.device")
+    if (verdict := unanswered(pick_device, "pick_device()", goal)) is not None:
+        return verdict
     wrong = []
     for name, kind in MACHINES:
         expected = _this_machine() if kind == "here" else kind or "cpu"

@@ -16,8 +16,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils.exercises import CheckResult, failed, integral_list, not_a_function, passed
+from course_utils.exercises import CheckResult, failed, integral_list, not_a_function, passed, unanswered
 from course_utils.exercises.ranks import call_in_rank, run_ranks
+from course_utils.exercises.sandbox import probe_verdict
 from course_utils.i18n import _
 
 # The gradient check runs the reader's function in 3 ranks, then again in 2 of them (one
@@ -120,6 +121,11 @@ def check_average_gradients(average_gradients: Callable[[nn.Module], Any] | None
     """
     if (verdict := not_a_function(average_gradients, "average_gradients(model)")) is not None:
         return verdict
+    goal = _("make every rank's p.grad the mean of the ranks' gradients, in place")
+    if (verdict := unanswered(average_gradients, "average_gradients(model)", goal)) is not None:
+        return verdict
+    if (verdict := probe_verdict(average_gradients, 1)) is not None:
+        return verdict  # it ends its process or hangs before it uses the model: no rank started for it
     ranks = run_ranks(_gradient_worker, _WORLD_SIZES[0], (average_gradients,), timeout=20)
     if isinstance(ranks, CheckResult):
         return ranks
@@ -187,6 +193,18 @@ def check_unprefixed_state_dict(
     own (then pass the model the state was saved from). A fresh model's state_dict has the right
     names but other values, so it does not pass.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            _("model must be the plain nn.Module to load into, such as nn.Linear(4, 2), not a {type}").format(
+                type=type(model).__name__
+            )
+        )
+    if wrapped is not None and not isinstance(wrapped, Mapping):
+        raise TypeError(
+            _("wrapped must be the DDP model's state_dict (a mapping), or None, not a {type}").format(
+                type=type(wrapped).__name__
+            )
+        )
     if state_dict is None or state_dict is Ellipsis:
         return failed(_("build the state_dict that the plain model can load and pass it."))
     if not isinstance(state_dict, Mapping):

@@ -9,11 +9,19 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
-from course_utils.exercises import CheckResult, call_reader, failed, not_a_function, passed, real_value
+from course_utils.exercises import (
+    CheckResult,
+    call_reader,
+    failed,
+    not_a_function,
+    passed,
+    real_value,
+    unanswered,
+)
 from course_utils.i18n import N_, _, translated
 
 # Exercise 1: a DDP job of 4 processes, 32 samples per process per step. Each rank timed 8
@@ -194,9 +202,12 @@ def _close_pair(got: tuple[float, float], want: tuple[float, float]) -> bool:
     return all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, want, strict=True))
 
 
-def check_median_and_iqr(fn: object) -> CheckResult:
+def check_median_and_iqr(fn: Callable[[list[float], int], tuple[float, float]]) -> CheckResult:
     """Check `fn(times, warmup)`: the median and IQR of `times` without the first `warmup` entries."""
     if (verdict := not_a_function(fn, "summarize(times, warmup)")) is not None:
+        return verdict
+    goal = _("return (median, iqr) of times without its first warmup entries")
+    if (verdict := unanswered(fn, "summarize(times, warmup)", goal)) is not None:
         return verdict
     for times, warmup in _summary_cases():
         call = f"summarize({times}, {warmup})"

@@ -20,8 +20,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
-from course_utils.exercises import CheckResult, failed, not_a_function, passed
-from course_utils.exercises.sandbox import trial_verdict
+from course_utils.exercises import CheckResult, failed, not_a_function, passed, unanswered
+from course_utils.exercises.sandbox import Probe, Touched, probe_verdict, trial_verdict
 from course_utils.i18n import N_, _, translated
 from course_utils.memory import LINES, saved_activation_bytes
 from course_utils.processes import LaunchError, LaunchTimeoutError, WorkerError, launch
@@ -155,13 +155,17 @@ def _run_forward(
             handle.remove()
 
 
-def check_checkpointed_forward(forward: Any) -> CheckResult:
+def check_checkpointed_forward(forward: Callable[[nn.ModuleList, torch.Tensor], Any]) -> CheckResult:
     """Check `forward(blocks, x)`: every block in turn, each under activation checkpointing.
 
     Runs it on seeded blocks and compares output, gradients, saved bytes and the number of
-    forward calls with plain and checkpointed references.
+    forward calls with plain and checkpointed references. The forward and its backward are tried
+    first (`sandbox.trial_verdict`): an exit or a hang there costs a hint, not the kernel.
     """
     if (verdict := not_a_function(forward, "checkpointed_forward(blocks, x)")) is not None:
+        return verdict
+    goal = _("run the blocks in turn on x, each under activation checkpointing, and return the last output")
+    if (verdict := unanswered(forward, "checkpointed_forward(blocks, x)", goal)) is not None:
         return verdict
     torch.manual_seed(1)
     x = torch.randn(_BATCH, _WIDTH)
@@ -169,6 +173,8 @@ def check_checkpointed_forward(forward: Any) -> CheckResult:
     reference_blocks = _exercise_blocks()
     plain_out, plain_calls, plain_saved = _run_forward(_plain_forward, reference_blocks, x)[:3]
     blocks = _exercise_blocks()
+    if (verdict := trial_verdict(lambda: _run_forward(forward, blocks, x))) is not None:
+        return verdict  # it ended its process or hung, in the forward or in the backward
     out, calls, saved, error = _run_forward(forward, blocks, x)
     if error:
         return failed(_("{problem}; run each block on the output of the one before.").format(problem=error))
@@ -346,7 +352,9 @@ def _amp_worker(step: Callable[..., Any]) -> dict[str, Any]:
         dist.destroy_process_group()
 
 
-def check_amp_step(step: Any) -> CheckResult:
+def check_amp_step(
+    step: Callable[[DDP, torch.optim.Optimizer, GradScaler, torch.Tensor, torch.Tensor], Any],
+) -> CheckResult:
     """Check `step(ddp, optimizer, scaler, x, y)`: one float16 autocast step with a GradScaler.
 
     Runs it in two real gloo ranks on a normal batch, then on a batch whose scaled float16
@@ -354,6 +362,9 @@ def check_amp_step(step: Any) -> CheckResult:
     reference step.
     """
     if (verdict := not_a_function(step, "amp_step(ddp, optimizer, scaler, x, y)")) is not None:
+        return verdict
+    goal = _("one float16 training step of ddp on (x, y), with autocast and the scaler")
+    if (verdict := unanswered(step, "amp_step(ddp, optimizer, scaler, x, y)", goal)) is not None:
         return verdict
     if (verdict := _untouched(step)) is not None:
         return verdict
@@ -456,33 +467,16 @@ def check_amp_step(step: Any) -> CheckResult:
     )
 
 
-class _Touched(Exception):
-    """Raised by a probe argument when the reader's function uses it."""
-
-
-class _Probe:
-    """An argument that raises _Touched on any use, to see whether a function does anything."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise _Touched
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise _Touched
-
-    def __iter__(self) -> Any:
-        raise _Touched
-
-
 def _untouched(step: Callable[..., Any]) -> CheckResult | None:
-    """A verdict when `step` ignores all five arguments (the `...` placeholder) or exits; else None.
+    """A verdict when `step` ignores all five arguments, exits or hangs; else None.
 
-    Saves starting two processes for a function that does nothing yet.
+    Saves starting two processes for a function that does nothing with them.
     """
-    if (verdict := trial_verdict(step, *(_Probe() for _ in range(5)))) is not None:
+    if (verdict := probe_verdict(step, 5)) is not None:
         return verdict  # it ended its process or hung
     try:
-        step(*(_Probe() for _ in range(5)))
-    except _Touched:
+        step(*(Probe() for _ in range(5)))
+    except Touched:
         return None
     except SystemExit:
         return failed(_("your function called sys.exit(): a training step must just return."))

@@ -16,7 +16,8 @@ from torch import nn
 
 from course_utils.checkpoints import save_with_location
 from course_utils.devices import best_device, module_devices
-from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed
+from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed, unanswered
+from course_utils.exercises.sandbox import trial_verdict
 from course_utils.i18n import N_, _, translated
 
 
@@ -31,6 +32,9 @@ def check_prepare_batch(
     """
     if not callable(prepare_batch):
         return failed(_("pass your function itself, e.g. check_prepare_batch(prepare_batch)"))
+    goal = _("return the images as float32 and the labels as int64 of shape (N,), both on device")
+    if (verdict := unanswered(prepare_batch, "prepare_batch(images, labels, device)", goal)) is not None:
+        return verdict
     generator = torch.Generator().manual_seed(0)
     for device in (torch.device("meta"), best_device()):
         for n in (4, 3, 1):
@@ -118,6 +122,11 @@ def check_model_and_optimizer(
         return failed(
             _("pass your function itself, e.g. check_model_and_optimizer(make_model_and_optimizer)")
         )
+    goal = _("return a model on device and an optimizer of its parameters")
+    if (
+        verdict := unanswered(make_model_and_optimizer, "make_model_and_optimizer(device)", goal)
+    ) is not None:
+        return verdict
     for device in (torch.device("meta"), best_device()):
         verdict = _model_and_optimizer_on(make_model_and_optimizer, device)
         if verdict is not None:
@@ -215,10 +224,14 @@ def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object])
 
     The check writes, in a temporary folder, the state_dict of `nn.DataParallel(model)` with
     storages tagged `cuda:0`, then calls the reader's function with a bare model on this
-    machine's best device and compares the weights.
+    machine's best device and compares the weights. The function is tried first
+    (`sandbox.trial_verdict`), and the folder is removed whatever it does.
     """
     if not callable(load_weights):
         return failed(_("pass your function itself, e.g. check_load_gpu_checkpoint(load_weights)"))
+    goal = _("load the checkpoint at path into model, on the device model is on")
+    if (verdict := unanswered(load_weights, "load_weights(model, path)", goal)) is not None:
+        return verdict
     trained = exercise_model()
     generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
     with torch.no_grad():  # weights no seed in the reader's code can rebuild
@@ -226,11 +239,14 @@ def check_load_gpu_checkpoint(load_weights: Callable[[nn.Module, Path], object])
             param.copy_(torch.randn(param.shape, generator=generator))
     expected = [t.detach().clone() for t in trained.state_dict().values()]  # DataParallel may move it
     device = best_device()
-    with tempfile.TemporaryDirectory() as folder:
+    # The folder goes also when the function removed it, or a file in it, itself.
+    with tempfile.TemporaryDirectory(prefix="course-checkpoint-", ignore_cleanup_errors=True) as folder:
         path = Path(folder) / "trained_on_gpu.pt"
         save_with_location(nn.DataParallel(trained).state_dict(), path, "cuda:0")
         model = exercise_model().to(device)
         names = list(model.state_dict())
+        if (verdict := trial_verdict(load_weights, model, path)) is not None:
+            return verdict  # it ended its process or hung
         try:
             returned = load_weights(model, path)
         except (Exception, SystemExit) as err:

@@ -7,10 +7,12 @@ does not pass, and says what is wrong with a hint, never the solution.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from course_utils._checks import shown
 from course_utils.exercises import (
     CheckResult,
     call_reader,
@@ -20,13 +22,19 @@ from course_utils.exercises import (
     passed,
     positive_count,
     real_value,
+    unanswered,
 )
 from course_utils.i18n import _
 
+# The most ranks a world may have here: one count per rank is held in a list.
+MAX_RANKS = 2**20
 # Exercise 1: (stages, micro-batches) pipelines the check asks about.
 PIPELINES = ((2, 4), (4, 12), (8, 8), (3, 1), (1, 5))
 # Exercise 2: (queries, keys, dimension, blocks) of the attention the check combines block by block.
 ATTENTION = ((3, 8, 4, 4), (2, 12, 5, 3), (4, 6, 3, 1))
+# Exercise 2: how far the attention combined in each dtype of the running state may be from the truth.
+# float32 rounds scores around 800 by about 3e-5, which the exponentials carry into the result.
+_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}
 # Exercise 3: (experts of each token, experts per rank, world), some ranks receiving nothing.
 ROUTINGS = (
     ([0, 3, 1, 1, 2, 0, 3, 3], 2, 2),
@@ -43,11 +51,14 @@ def bubble_fraction(stages: int, micro_batches: int) -> float:
     return (stages - 1) / (micro_batches + stages - 1)
 
 
-def check_bubble(bubble: Any) -> CheckResult:
+def check_bubble(bubble: Callable[[int, int], float]) -> CheckResult:
     """Check the reader's `bubble(stages, micro_batches)` on the PIPELINES."""
     problem = not_a_function(bubble, "def bubble(stages, micro_batches): ...")
     if problem is not None:
         return problem
+    goal = _("return the fraction of each stage's step that it spends idle")
+    if (verdict := unanswered(bubble, "bubble(stages, micro_batches)", goal)) is not None:
+        return verdict
     for stages, micro in PIPELINES:
         outcome = call_reader(bubble, stages, micro)
         if outcome.problem is not None:
@@ -82,6 +93,22 @@ def check_bubble(bubble: Any) -> CheckResult:
     )
 
 
+def _state_kind(state: tuple[torch.Tensor, ...]) -> CheckResult | None:
+    """A hint when the running state is not on the CPU in float64 or float32, the dtypes whose
+    precision can hold scores around 800; else None."""
+    if any(t.device.type != "cpu" for t in state):
+        return failed(_("return the running state on the CPU, where the scores and values are."))
+    odd = next((t.dtype for t in state if t.dtype not in _TOLERANCE), None)
+    if odd is not None:
+        return failed(
+            _(
+                "the running state came back as {dtype}: keep it in the scores' float64 (float32 passes "
+                "too, to a looser tolerance), which can hold scores around 800 and their exponentials."
+            ).format(dtype=odd)
+        )
+    return None
+
+
 def _attention_case(queries: int, keys: int, dim: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Seeded scores around 800 (exp overflows float64 above 709: the maximum must come off) and values."""
     generator = torch.Generator().manual_seed(seed)
@@ -90,11 +117,15 @@ def _attention_case(queries: int, keys: int, dim: int, seed: int) -> tuple[torch
     return scores, values
 
 
-def check_online_softmax(update: Any) -> CheckResult:
+def check_online_softmax(update: Callable[..., Any]) -> CheckResult:
     """Check the reader's `update(running_max, running_sum, out, scores, values)` over the ATTENTION cases."""
     problem = not_a_function(update, "def update(running_max, running_sum, out, scores, values): ...")
     if problem is not None:
         return problem
+    goal = _("fold one block of scores and values into the running state, and return the new state")
+    verdict = unanswered(update, "update(running_max, running_sum, out, scores, values)", goal)
+    if verdict is not None:
+        return verdict
     for seed, (queries, keys, dim, blocks) in enumerate(ATTENTION):
         scores, values = _attention_case(queries, keys, dim, seed)
         state = (
@@ -121,11 +152,14 @@ def check_online_softmax(update: Any) -> CheckResult:
                     "row, and one number, per query."
                 ).format(out=tuple(state[2].shape), total=tuple(state[1].shape))
             )
-        result = state[2] / state[1].unsqueeze(-1)
+        if (verdict := _state_kind(state)) is not None:
+            return verdict
+        tolerance = max(_TOLERANCE[t.dtype] for t in state)  # the least precise of the three decides
+        result = state[2].double() / state[1].double().unsqueeze(-1)
         truth = torch.softmax(scores, dim=-1) @ values
         if not torch.isfinite(result).all():
             return failed(_("the result has inf or nan: subtract the running maximum before exp."))
-        if not torch.allclose(result, truth, rtol=0, atol=1e-9):
+        if not torch.allclose(result, truth, rtol=0, atol=tolerance):
             if blocks == 1:
                 return failed(
                     _(
@@ -151,10 +185,17 @@ def expected_split_sizes(expert: list[int], experts_per_rank: int, world: int) -
     """Tokens for each rank when rank r holds experts r*experts_per_rank ... (r+1)*experts_per_rank - 1."""
     experts_per_rank, world = (
         positive_count(experts_per_rank, "experts_per_rank"),
-        positive_count(world, "world"),
+        positive_count(world, "world", most=MAX_RANKS),
     )
+    experts = integral_list(expert)
+    if experts is None:
+        raise TypeError(
+            _("expert must be a list of expert numbers (whole numbers), one per token, not {expert}").format(
+                expert=shown(expert)
+            )
+        )
     sizes = [0] * world
-    for e in expert:
+    for e in experts:
         if not 0 <= e < experts_per_rank * world:
             raise ValueError(
                 _("expert {e} does not exist: {world} ranks hold experts 0 to {last}").format(
@@ -165,11 +206,14 @@ def expected_split_sizes(expert: list[int], experts_per_rank: int, world: int) -
     return sizes
 
 
-def check_split_sizes(split_sizes: Any) -> CheckResult:
+def check_split_sizes(split_sizes: Callable[[torch.Tensor, int, int], Any]) -> CheckResult:
     """Check the reader's `split_sizes(expert, experts_per_rank, world)` on the ROUTINGS."""
     problem = not_a_function(split_sizes, "def split_sizes(expert, experts_per_rank, world): ...")
     if problem is not None:
         return problem
+    goal = _("return how many tokens go to each rank, one count per rank")
+    if (verdict := unanswered(split_sizes, "split_sizes(expert, experts_per_rank, world)", goal)) is not None:
+        return verdict
     for expert, per_rank, world in ROUTINGS:
         tensor = torch.tensor(expert, dtype=torch.long)
         outcome = call_reader(split_sizes, tensor.clone(), per_rank, world)

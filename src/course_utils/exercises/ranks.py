@@ -40,6 +40,12 @@ def call_in_rank(fn: Callable[..., Any], *args: Any) -> Any:
 def exited_without_result(ranks: Sequence[Any]) -> CheckResult | None:
     """A "Not yet" verdict when a rank ended without a result, else None: a rank that calls
     `sys.exit(0)` ends as a success (as under torchrun), so the launch returns None for it."""
+    if isinstance(ranks, str | bytes) or not isinstance(ranks, Sequence):
+        raise TypeError(
+            _("ranks must be the list of results that launch returned, not a {type}").format(
+                type=type(ranks).__name__
+            )
+        )
     for rank, result in enumerate(ranks):
         if result is None:
             return failed(

@@ -8,7 +8,10 @@ function returning (or raising), or the function has not returned within `TRIAL_
 check says so and never calls it in the kernel. The child leads a process group of its own,
 which is killed afterwards with everything it started. A fork of a kernel that has imported
 PyTorch costs tens of milliseconds, so a function that passed a trial is not tried again: a
-check that calls it on several inputs tries it on the first.
+check that calls it on several inputs tries it on the first. A check that runs the function in
+ranks instead tries it with `Probe` arguments first (`probe_verdict`), which catches a function
+that ends or hangs before it uses them without starting a rank. `TRIAL_SECONDS` is read at each
+trial, so a test may set it small.
 
 Where a fork cannot run the function as the kernel would, there is no trial and the check calls
 the function directly: on platforms without fork (Windows; macOS, whose libraries are not all
@@ -27,6 +30,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from course_utils._checks import timeout_seconds
 from course_utils.exercises import CheckResult, failed
 from course_utils.gpus import cuda_driver_started
 from course_utils.i18n import _
@@ -55,10 +59,16 @@ def _tried(fn: Callable[..., Any]) -> bool:
 def trial(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> str | None:
     """Run `fn(*args)` once in a forked child; None if it returned or raised there, else what it
     did, in words that follow "your function" ("ended the process ...", "did not return within 10 s
-    ..."); `timeout` is `TRIAL_SECONDS` unless given."""
+    ..."); `timeout` is `TRIAL_SECONDS` unless given (a test sets either small)."""
+    if not callable(fn):
+        raise TypeError(_("fn must be the reader's function, not a {type}").format(type=type(fn).__name__))
+    timeout = (
+        timeout_seconds("TRIAL_SECONDS", TRIAL_SECONDS)
+        if timeout is None
+        else timeout_seconds("timeout", timeout)
+    )
     if not _FORK_TRIAL or _tried(fn) or _cuda_started():
         return None
-    timeout = TRIAL_SECONDS if timeout is None else timeout
     parent = os.getpid()
     read_end, write_end = os.pipe()
     with warnings.catch_warnings():
@@ -101,6 +111,33 @@ def trial_verdict(fn: Callable[..., Any], *args: Any) -> CheckResult | None:
     """A "Not yet" verdict when `fn(*args)` ends its process or hangs in a `trial`; else None."""
     problem = trial(fn, *args)
     return None if problem is None else failed(_("your function {problem}.").format(problem=problem))
+
+
+class Touched(Exception):
+    """Raised by a `Probe` when the reader's function uses it."""
+
+
+class Probe:
+    """An argument that raises `Touched` at any use: shows whether a function does anything with it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise Touched
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """A call is a use too."""
+        raise Touched
+
+    def __iter__(self) -> Any:
+        raise Touched
+
+
+def probe_verdict(fn: Callable[..., Any], arity: int) -> CheckResult | None:
+    """A "Not yet" verdict when `fn`, given `arity` `Probe`s, ends its process or hangs in a `trial`
+    before it uses any of them; else None. A check that runs the function in ranks tries it so first:
+    an exit or a hang costs a fork, not the start of every rank and a launch timeout. Not remembered
+    as a passed trial: a function that touched a probe has not yet run on real arguments."""
+    probes = [Probe() for _ in range(arity)]
+    return trial_verdict(lambda: fn(*probes))
 
 
 def _quiet() -> None:

@@ -8,14 +8,18 @@ or wrong without showing a solution.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from course_utils.devices import best_device
-from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed
+from course_utils.exercises import CheckResult, call_reader, describe_error, failed, passed, unanswered
 from course_utils.exercises.sandbox import trial_verdict
 from course_utils.i18n import N_, _, translated
+
+_MOVES = (torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda)  # the calls that take a tensor elsewhere
 
 
 def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResult:
@@ -27,6 +31,8 @@ def check_to_numpy(to_numpy: Callable[[torch.Tensor], np.ndarray]) -> CheckResul
     """
     if not callable(to_numpy):
         return failed(_("pass your function itself, e.g. check_to_numpy(to_numpy), not its result"))
+    if (verdict := unanswered(to_numpy, "to_numpy(t)", _("return t's values as a NumPy array"))) is not None:
+        return verdict
     device = best_device()
     generator = torch.Generator().manual_seed(2)
     leaf = torch.randn(2, 3, generator=generator).to(device).requires_grad_()
@@ -102,6 +108,9 @@ def check_add_on_device_of(
     """Exercise 2: `add_on_device_of(a, b)` returns `a + b` on `a`'s device, wherever `b` is."""
     if not callable(add_on_device_of):
         return failed(_("pass your function itself, e.g. check_add_on_device_of(add_on_device_of)"))
+    goal = _("return a + b on a's device, wherever b is")
+    if (verdict := unanswered(add_on_device_of, "add_on_device_of(a, b)", goal)) is not None:
+        return verdict
     generator = torch.Generator().manual_seed(3)
     pairs = [
         (torch.ones(3, device="meta"), torch.arange(3.0)),
@@ -113,13 +122,17 @@ def check_add_on_device_of(
         where = _("a on {a}, b on {b}").format(a=a.device.type, b=b.device.type)
         if (verdict := trial_verdict(add_on_device_of, a.clone(), b.clone())) is not None:
             return verdict  # it ended its process or hung
+        a_given, moves = a.clone(), _Moves()  # a copy: an in-place sum leaves a as it was
         try:
-            result = add_on_device_of(a.clone(), b.clone())  # copies: an in-place sum leaves a as it was
+            with moves:
+                result = add_on_device_of(a_given, b.clone())
         except SystemExit as err:
             return failed(
                 _("with {where} your function {problem}").format(where=where, problem=describe_error(err))
             )
         except RuntimeError as err:
+            if isinstance(err, NotImplementedError) and a.device.type == "meta" and moves.moved:
+                return _moved_off_meta(where, err, moves.moved[-1] is a_given)
             return failed(
                 _("with {where} it {problem}: which one should move, and where to?").format(
                     where=where, problem=describe_error(err)
@@ -159,3 +172,36 @@ def check_add_on_device_of(
         if a.device.type != "meta" and not torch.allclose(result.detach().cpu(), a.cpu() + b.cpu()):
             return failed(_("with {where} the values are not a + b").format(where=where))
     return passed(_("b moves to a's device and the sum stays there"))
+
+
+def _moved_off_meta(where: str, err: BaseException, moved_a: bool) -> CheckResult:
+    """The hint when a move copied meta data (none) to a device that holds data: the last tensor moved
+    left a's device, and it was `a` itself (`moved_a`) or something computed, such as the sum."""
+    if moved_a:
+        mistake = _("it moved a itself off its device, where the sum belongs: move only b")
+    else:
+        mistake = _(
+            "it moved a tensor it computed (the sum?) off a's device, where the result belongs: "
+            "return the sum where it is, and move only b"
+        )
+    return failed(
+        _("with {where} it {problem}: {mistake}.").format(
+            where=where, problem=describe_error(err), mistake=mistake
+        )
+    )
+
+
+class _Moves(TorchFunctionMode):
+    """Notes each tensor that the reader's function moves (`.to`, `.cpu`, `.cuda`), in order: on a
+    meta `a`, whose data no move can copy, the last one tells whether `a` or a result left a's device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moved: list[torch.Tensor] = []
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        if func in _MOVES and args:
+            self.moved.append(args[0])
+        return func(*args, **(kwargs or {}))

@@ -11,7 +11,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from course_utils.exercises import CheckResult, call_reader, failed, integral_value, not_a_function, passed
+from course_utils._checks import shown
+from course_utils.exercises import (
+    CheckResult,
+    call_reader,
+    failed,
+    integral_value,
+    not_a_function,
+    passed,
+    unanswered,
+)
 from course_utils.i18n import N_, _, translated
 
 __all__ = ["QUESTIONS", "check_error_fix", "check_select_gpus", "question"]
@@ -121,13 +130,14 @@ QUESTIONS: dict[int, Question] = {
 
 def question(number: int) -> str:
     """The text of question `number` of exercise 1: the error message and the options A-D."""
-    if number not in QUESTIONS:
-        raise ValueError(
-            _("there are questions {questions}; ask for one of them, not {number!r}").format(
-                questions=sorted(QUESTIONS), number=number
+    key = integral_value(number)
+    if key not in QUESTIONS:
+        raise (TypeError if key is None else ValueError)(
+            _("number must be one of the questions {questions}, not {number}").format(
+                questions=sorted(QUESTIONS), number=shown(number)
             )
         )
-    q = QUESTIONS[number]
+    number, q = key, QUESTIONS[key]
     lines = [
         _("Question {number}. The error:").format(number=number),
         f"  {translated(q.message)}",
@@ -190,6 +200,9 @@ def check_select_gpus(select_gpus: Callable[[dict[str, str], str], object] | Non
     there). A function that also writes this process's `os.environ` is told so, and the change undone.
     """
     if (verdict := not_a_function(select_gpus, "select_gpus(environ, value)")) is not None:
+        return verdict
+    goal = _("set environ['CUDA_VISIBLE_DEVICES'] to value, whether or not it was set before")
+    if (verdict := unanswered(select_gpus, "select_gpus(environ, value)", goal)) is not None:
         return verdict
     cases = [
         ({"HOME": "/home/student"}, "3,6", N_("the variable unset")),

@@ -6,7 +6,9 @@ Notebooks import from here; the modules behind it are
   with its parent, loopback, a timeout, a clean stop);
 - `launcher`: `launch(fn, nprocs)`, a function in N ranks with torchrun's environment;
 - `torchrun`: `run_torchrun` / `run_nodes`, the real `torchrun` command, one or several nodes;
-- `child_python`: `run_python`, a snippet in a fresh interpreter, its last error line.
+- `child_python`: `run_python`, a snippet in a fresh interpreter, its last error line;
+- `watchdog`: what cleans up after a caller killed outright, and `temporary_folder`, a folder it
+  removes then too.
 """
 
 from course_utils.processes.child_python import (
@@ -36,6 +38,7 @@ from course_utils.processes.torchrun import (
     strip_paths,
     torchrun_command,
 )
+from course_utils.processes.watchdog import temporary_folder
 
 __all__ = [
     "LOOPBACK",
@@ -60,6 +63,7 @@ __all__ = [
     "run_torchrun",
     "shorten_builtin_modules",
     "strip_paths",
+    "temporary_folder",
     "torchrun_command",
     "torchrun_env",
 ]

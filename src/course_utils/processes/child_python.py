@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils._checks import environment, flag, text, timeout_seconds
 from course_utils.i18n import _
-from course_utils.processes.supervision import KILL, check_flag, check_timeout, child_env, signal_group
+from course_utils.processes.supervision import KILL, child_env, signal_group
 from course_utils.processes.watchdog import mark, release_group, watch_group
 
 __all__ = [
@@ -158,7 +159,7 @@ def run_python(
     outside that group: it runs on after `run_python` returns, until this process ends, when the
     watchdog stops it (it carries the course's mark); `code` that starts one should stop it.
     """
-    if not isinstance(code, str) or not code.strip():
+    if not text("code", code, "'print(1)'", empty=True).strip():
         raise ValueError(_("run_python needs the Python code to run, as a non-empty string"))
     if not isinstance(stdin, bytes):
         raise TypeError(
@@ -166,16 +167,20 @@ def run_python(
                 stdin_type=type(stdin).__name__
             )
         )
+    argv = []
     for arg in args:
         if isinstance(arg, bool) or not isinstance(arg, str | os.PathLike | int):
             raise TypeError(
                 _("args must be strings, paths or whole numbers for sys.argv, not {arg!r}").format(arg=arg)
             )
-    timeout = check_timeout(timeout)
-    check_flag(check, "check")
-    command = [sys.executable, "-c", code, *(str(a) if isinstance(a, int) else os.fspath(a) for a in args)]
+        argv.append(
+            str(arg) if isinstance(arg, int) else text("args", os.fspath(arg), "'data.pt'", empty=True)
+        )
+    timeout = timeout_seconds("timeout", timeout)
+    flag("check", check)
+    command = [sys.executable, "-c", code, *argv]
     # Plain tracebacks (Python 3.13 colours them); the watchdog's mark last, so env cannot drop it.
-    child_environment = {"PYTHON_COLORS": "0"} | child_env(env) | mark()
+    child_environment = {"PYTHON_COLORS": "0"} | child_env(environment("env", env)) | mark()
     # Files, not pipes, for its input and output: a process the child leaves running (which
     # holds them too) cannot keep this call waiting, and being unlinked they leave nothing on disk.
     with (

@@ -58,6 +58,7 @@ import cloudpickle
 import torch
 from torch.distributed import TCPStore
 
+from course_utils._checks import path, text, timeout_seconds, whole_number
 from course_utils.gpus import cuda_driver_started
 from course_utils.i18n import N_, _, translated
 from course_utils.processes.supervision import (
@@ -66,7 +67,6 @@ from course_utils.processes.supervision import (
     LOOPBACK,
     POLL_SECONDS,
     LaunchError,
-    check_timeout,
     gloo_env,
     isolate,
     listening_socket,
@@ -100,6 +100,7 @@ _STORE_TIMEOUT_FLOOR_SECONDS = 30.0
 # stopped this long after the timeout would have ended had it counted from the start.
 _START_ALLOWANCE_SECONDS = 60.0
 MAX_NPROCS = 64  # more processes than one machine runs usefully (each has its pipes and its fork)
+MAX_WORLD_SIZE = 2**31 - 1  # c10d counts ranks in a 32-bit int
 _HOLD_INTERRUPTS = hasattr(signal, "pthread_sigmask")  # POSIX
 _INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
@@ -231,25 +232,16 @@ def torchrun_env(
     and removes it afterwards). Not set: TORCHELASTIC_SIGNALS_TO_HANDLE, which torchrun's agent
     sets in its own environment for its own signal handling (the workers merely inherit it).
     """
-    for name, value in (("rank", rank), ("world_size", world_size), ("master_port", master_port)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(
-                _("{name} must be a whole number (an int such as 2), not {value!r}").format(
-                    name=name, value=value
-                )
-            )
+    rank = whole_number("rank", rank)
+    world_size = whole_number("world_size", world_size, high=MAX_WORLD_SIZE)
+    master_port = whole_number("master_port", master_port)
     if world_size < 1:
         raise ValueError(
             _("world_size must be the number of processes, at least 1, not {world_size}").format(
                 world_size=world_size
             )
         )
-    if not isinstance(master_addr, str) or not master_addr:
-        raise TypeError(
-            _("master_addr must be an address such as {loopback!r}, not {master_addr!r}").format(
-                loopback=LOOPBACK, master_addr=master_addr
-            )
-        )
+    text("master_addr", master_addr, repr(LOOPBACK))
     if not 0 <= rank < world_size:
         raise ValueError(
             _("rank must be in 0..{last} for world_size={world_size}, not {rank}").format(
@@ -281,9 +273,7 @@ def torchrun_env(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
     }
     if error_file is not None:
-        if not isinstance(error_file, str) or not error_file or "\0" in error_file:
-            raise TypeError(f"error_file must be a file path (a non-empty str) or None, not {error_file!r}")
-        env["TORCHELASTIC_ERROR_FILE"] = error_file
+        env["TORCHELASTIC_ERROR_FILE"] = path("error_file", error_file, "'error-0.json'")
     # torchrun sets OMP_NUM_THREADS=1 for more than one process unless the user set it.
     if "OMP_NUM_THREADS" in os.environ:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
@@ -737,7 +727,7 @@ def _check_arguments(fn: object, nprocs: object, args: object, timeout: object) 
                 args_type=type(args).__name__
             )
         )
-    check_timeout(timeout)
+    timeout_seconds("timeout", timeout)
 
 
 def _first_failure(failures: dict[int, WorkerError]) -> WorkerError:

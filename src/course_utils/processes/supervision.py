@@ -10,7 +10,8 @@ from a notebook and must never leave one behind. They share these rules:
 - Stopping is SIGTERM to every group, a grace period to exit, then SIGKILL to every group; a
   second Ctrl-C (KeyboardInterrupt) during the grace period kills at once (`stop`).
 - Everything listens on loopback only (`LOOPBACK`, `listening_socket`, `gloo_env`).
-- Every wait has a timeout, checked once for all (`check_timeout`).
+- Every wait has a timeout, checked once for all (`course_utils._checks.timeout_seconds`, where
+  every argument a student passes is checked).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import math
 import os
 import signal
 import socket
@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Mapping
 
 import psutil
 
+from course_utils._checks import environment, text
 from course_utils.i18n import _
 
 LOOPBACK = "127.0.0.1"
 GRACE_SECONDS = 2.0  # between SIGTERM and SIGKILL when stopping processes
 POLL_SECONDS = 0.05  # between two looks at running processes
-MAX_TIMEOUT = 7 * 24 * 3600.0  # a week: longer waits overflow the clocks of sockets and stores
 KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL; SIGTERM kills there
 # What Python 3.12+ warns when a process with threads (a Jupyter kernel has several) forks.
 FORK_WARNING = r".*is multi-threaded, use of fork\(\) may lead to deadlocks in the child"
@@ -48,76 +48,10 @@ class _PortValueError(LaunchError, ValueError):
     """`master_port` is not a port number: a LaunchError, and a ValueError like any bad argument."""
 
 
-def check_timeout(timeout: object, name: str = "timeout") -> float:
-    """Return `timeout` as seconds, or raise an error that says what to pass: 0 < timeout <= a week."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(
-            _("{name} must be a number of seconds, such as 60, not {timeout!r}").format(
-                name=name, timeout=timeout
-            )
-        )
-    if not (0 < timeout <= MAX_TIMEOUT and math.isfinite(timeout)):  # an int too big for a float: False
-        raise ValueError(
-            _(
-                "{name} must be a positive number of seconds, at most {max_timeout:g} (a week), "
-                "not {timeout!r}; pass e.g. {name}=60"
-            ).format(name=name, max_timeout=MAX_TIMEOUT, timeout=timeout)
-        )
-    return float(timeout)
-
-
-def check_flag(value: object, name: str) -> bool:
-    """Return `value` if it is True or False, or raise a TypeError that names `name` (a string such as
-    "no" would count as true)."""
-    if not isinstance(value, bool):
-        raise TypeError(_("{name} is True or False, not {value!r}").format(name=name, value=value))
-    return value
-
-
-def check_env(env: object) -> dict[str, str | None]:
-    """`env` as a dict, checked: it must map variable names to strings (to set) or None (to remove)."""
-    if env is None:
-        return {}
-    if not isinstance(env, Mapping):
-        raise TypeError(
-            _(
-                "env must be a mapping such as {{'OMP_NUM_THREADS': '1'}} (str to str, or None to remove "
-                "a variable), not {env_type}"
-            ).format(env_type=type(env).__name__)
-        )
-    for name, value in env.items():
-        if not isinstance(name, str) or not name:
-            raise TypeError(
-                _("env must map variable names (non-empty strings) to values; {name!r} is not one").format(
-                    name=name
-                )
-            )
-        if "=" in name or "\0" in name:
-            raise ValueError(
-                _("env: a variable name holds neither '=' nor a NUL character; {name!r} does").format(
-                    name=name
-                )
-            )
-        if isinstance(value, str) and "\0" in value:
-            raise ValueError(
-                _("env: the value of {name} holds a NUL character, which no environment can carry").format(
-                    name=name
-                )
-            )
-        if not isinstance(value, str | None):
-            raise TypeError(
-                _(
-                    "env must map names to str (set the variable) or None (remove it); {name} is "
-                    "{value_type} {value!r}: write it as a string, e.g. {text!r}"
-                ).format(name=name, value_type=type(value).__name__, value=value, text=str(value))
-            )
-    return dict(env)
-
-
 def child_env(changes: Mapping[str, str | None] | None = None) -> dict[str, str]:
     """This process's environment with `changes` on top (a None value removes that variable)."""
     env = dict(os.environ)
-    for name, value in check_env(changes).items():
+    for name, value in environment("changes", changes).items():
         if value is None:
             env.pop(name, None)
         else:
@@ -227,6 +161,7 @@ def listening_socket(port: int | None, host: str = LOOPBACK) -> socket.socket:
     TIME_WAIT do not count: only a live listener (or a forbidden port) fails.
     """
     check_port(port)
+    text("host", host, repr(LOOPBACK))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         if os.name != "nt":
@@ -257,12 +192,7 @@ def free_port(host: str = LOOPBACK) -> int:
     Another program could take it before it is used, a race practically never lost on one
     machine; `launch` avoids even that by keeping its port bound (`listening_socket`).
     """
-    if not isinstance(host, str) or not host:
-        raise TypeError(
-            _("host must be an address such as {loopback!r}, not {host!r}").format(
-                loopback=LOOPBACK, host=host
-            )
-        )
+    text("host", host, repr(LOOPBACK))
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
             sock.bind((host, 0))

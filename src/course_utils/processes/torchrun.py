@@ -59,6 +59,7 @@ from typing import IO, Any
 import psutil
 from torch.distributed import TCPStore
 
+from course_utils._checks import environment, flag, path, strings, timeout_seconds
 from course_utils.i18n import _
 from course_utils.processes.supervision import (
     FORK_WARNING,
@@ -67,10 +68,7 @@ from course_utils.processes.supervision import (
     POLL_SECONDS,
     LaunchError,
     alive,
-    check_env,
-    check_flag,
     check_port,
-    check_timeout,
     child_env,
     free_port,
     gloo_env,
@@ -389,9 +387,10 @@ def run_nodes(
             )
         )
     _check_arguments(script, script_args, nproc_per_node, nnodes, 0, extra_args, module)
-    check_timeout(timeout)
-    check_flag(check, "check")
-    check_env(env)
+    check_port(master_port)
+    timeout_seconds("timeout", timeout)
+    flag("check", check)
+    environment("env", env)
     if not Path(script).is_file():
         raise FileNotFoundError(
             _("no script {script!r} here; give its path relative to the notebook's folder.").format(
@@ -486,25 +485,9 @@ def _check_arguments(
     module: object,
 ) -> None:
     """Raise an error that says what to pass when the arguments are wrong."""
-    if not isinstance(script, str | os.PathLike):
-        raise TypeError(
-            _("script must be the path of a .py file, not {script_type}").format(
-                script_type=type(script).__name__
-            )
-        )
-    for name, value in (("script_args", script_args), ("extra_args", extra_args)):
-        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-            raise TypeError(
-                _("{name} must be a list of strings, e.g. ['--epochs', '2'], not {value!r}").format(
-                    name=name, value=value
-                )
-            )
-        if not all(isinstance(a, str) for a in value):
-            raise TypeError(
-                _("{name} must hold strings only (write numbers as '2'), not {value!r}").format(
-                    name=name, value=list(value)
-                )
-            )
+    path("script", script, "'workers/train.py'")
+    strings("script_args", script_args)
+    strings("extra_args", extra_args)
     if not _whole(nproc_per_node, 1, 16):
         raise ValueError(
             _("nproc_per_node must be a whole number from 1 to 16, not {nproc_per_node!r}").format(
@@ -527,7 +510,7 @@ def _check_arguments(
                 "address and port itself (use nproc_per_node=, nnodes=, master_port=)."
             ).format(reserved=", ".join(reserved))
         )
-    if module not in MODULES:
+    if not isinstance(module, str) or module not in MODULES:
         raise ValueError(
             _("module must be one of {modules}, not {module!r}").format(
                 modules=", ".join(MODULES), module=module

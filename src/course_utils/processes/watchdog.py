@@ -21,7 +21,8 @@ none for a second if anything was still listed, a tenth of a second if not (a ch
 between fork and exec carries the mark only after its exec),
 removes the folders still listed (whatever went wrong before), and exits. It never signals
 group 0 or 1, its caller's group or its own. A caller that ends normally has nothing listed
-and no marked process left.
+and no marked process left. A notebook's own folders go the same way (`temporary_folder`): a
+kernel killed outright, as a test run's end kills it, runs no finalizer that could remove them.
 
 Windows has neither process groups nor a parent-death signal: no watchdog runs there.
 macOS has no /proc: there the groups and folders are cleaned up, not marked processes
@@ -38,7 +39,11 @@ import sys
 import tempfile
 import uuid
 
+from course_utils._checks import path as _path
+from course_utils._checks import text, whole_number
+
 MARK = "COURSE_PROCESS_MARK"  # the environment variable that marks the course's processes
+_MAX_PID = 2**31 - 1  # pid_t is a 32-bit int: no process group has a larger number
 _POSIX = os.name == "posix"  # Windows has no process groups to kill nor fds to pass: no watchdog
 
 # What the watchdog reads from the log, defined apart so that a test can run it on forged lines.
@@ -187,10 +192,8 @@ def mark() -> dict[str, str]:
 
 
 def _group(pgid: int) -> int:
-    """`pgid` as a process group the watchdog may signal: a whole number above 1."""
-    if isinstance(pgid, bool) or not isinstance(pgid, int) or pgid <= 1:
-        raise ValueError(f"a process group to watch is a number above 1, not {pgid!r}")
-    return pgid
+    """`pgid` as a process group the watchdog may signal: a whole number above 1 (a process id)."""
+    return whole_number("pgid", pgid, 2, _MAX_PID)
 
 
 def watch_group(*pgids: int) -> None:
@@ -205,13 +208,44 @@ def release_group(*pgids: int) -> None:
         _watchdog().tell(b"\n".join(b"-g%d" % _group(pgid) for pgid in pgids))
 
 
-def watch_folder(path: str) -> None:
+def _folder(path: str | os.PathLike[str]) -> bytes:
+    """`path` made absolute, in hexadecimal for the log; '' (which would mean the current folder) refused."""
+    return os.fsencode(os.path.abspath(_path("path", path, "'/tmp/course-15-x'"))).hex().encode()
+
+
+def watch_folder(path: str | os.PathLike[str]) -> None:
     """Have the watchdog remove the folder `path` should this process end before `release_folder`."""
+    line = b"+d" + _folder(path)
     if _POSIX:
-        _watchdog().tell(b"+d" + os.fsencode(os.path.abspath(path)).hex().encode())
+        _watchdog().tell(line)
 
 
-def release_folder(path: str) -> None:
+def release_folder(path: str | os.PathLike[str]) -> None:
     """The folder `path` was removed: nothing for the watchdog to do about it."""
+    line = b"-d" + _folder(path)
     if _POSIX:
-        _watchdog().tell(b"-d" + os.fsencode(os.path.abspath(path)).hex().encode())
+        _watchdog().tell(line)
+
+
+class _WatchedFolder(tempfile.TemporaryDirectory):
+    """A TemporaryDirectory that the watchdog also removes, should this process be killed outright."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(prefix=text("prefix", prefix, "'course-15-'", empty=True))
+        watch_folder(self.name)
+
+    def cleanup(self) -> None:
+        """Remove the folder now, and tell the watchdog it is gone."""
+        super().cleanup()
+        release_folder(self.name)
+
+
+def temporary_folder(prefix: str = "course-") -> tempfile.TemporaryDirectory:
+    """A new temporary folder (its path is `.name`) removed when this process ends, however it ends.
+
+    A `tempfile.TemporaryDirectory` is removed when the interpreter exits normally, or by `cleanup()`;
+    a kernel killed outright (a test run's end, the out-of-memory killer, Jupyter's restart after a
+    hang) runs no code, and its folders would stay. This one is also listed with the watchdog, which
+    removes it then. `prefix` begins the folder's name, so a folder left by another cause is found.
+    """
+    return _WatchedFolder(prefix)

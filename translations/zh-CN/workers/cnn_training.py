@@ -11,7 +11,9 @@
 就选定 GPU LOCAL_RANK（`torch.cuda.set_device`），用 nccl 加入进程组，并用 `device_ids=[local_rank]`
 包装模型，和笔记本 07 的 `train_ddp.py` 一样；GPU 比进程少时，它报错停下，报错会说明这一点；没有
 CUDA 或者带 `--cpu` 时，它在 CPU 上用 gloo 训练。rank 0 打印一行 JSON：每一步的损失（各 rank 的
-平均值）、最后一轮的准确率，以及 rank 0 的设备。
+平均值）、最后一轮的准确率，以及 rank 0 的设备。不用 torchrun 启动、某个变量超出范围或者某个计数小于
+1 时，它用一行话说明这一点；一个 rank 最多等其他 rank COURSE_GROUP_TIMEOUT_S 秒（默认 120）：这些检查
+都在 course_utils.worker_env 里。
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def make_images(n: int = 512) -> TensorDataset:
@@ -87,13 +91,15 @@ def pick_device(local_rank: int, cpu: bool = False) -> torch.device:
 
 def train(effective_batch: int, epochs: int, cpu: bool = False) -> dict:
     """训练 `epochs` 轮，每一步所有 rank 合计 `effective_batch` 张图像；报告损失曲线。"""
+    check_torchrun_env()  # 没有启动器时：用一行话说明该怎样启动这个脚本
     local_rank = int(os.environ["LOCAL_RANK"])  # 由 torchrun（以及课程启动器）设置
     device = pick_device(local_rank, cpu)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)  # 本进程的 GPU：从此 nccl 和 .cuda() 都用它
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        dist.init_process_group("gloo")
+    with joining() as timeout:  # 一个 rank 始终不来：`timeout` 之后报错，而不是卡住
+        if device.type == "cuda":
+            torch.cuda.set_device(device)  # 本进程的 GPU：从此 nccl 和 .cuda() 都用它
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)
+        else:
+            dist.init_process_group("gloo", timeout=timeout)
     world = dist.get_world_size()
     if effective_batch % world:
         raise ValueError(f"--effective-batch {effective_batch} does not split into {world} equal parts")
@@ -135,8 +141,8 @@ def train(effective_batch: int, epochs: int, cpu: bool = False) -> dict:
 def main() -> None:
     """解析命令行，训练，并让 rank 0 把报告打印成一行 JSON。"""
     parser = argparse.ArgumentParser(description="A small CNN trained with DDP on synthetic images.")
-    parser.add_argument("--effective-batch", type=int, default=32, help="images per step, over all ranks")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--effective-batch", type=at_least(1), default=32, help="images per step, all ranks")
+    parser.add_argument("--epochs", type=at_least(1), default=3)
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
     report = train(args.effective_batch, args.epochs, cpu=args.cpu)

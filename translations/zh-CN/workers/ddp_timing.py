@@ -13,6 +13,8 @@
 - 在 GPU 上，每次读时钟之前调用 `torch.cuda.synchronize()`：测的是工作本身的时间，而不是启动它
   的时间；
 - 每个 rank 返回自己每一步的时间；由笔记本把它们换算成中位数和吞吐量。
+调用时缺少启动器的变量，或者某个变量超出范围，它用一行话说明这一点；一个 rank 最多等其他 rank
+COURSE_GROUP_TIMEOUT_S 秒（默认 120）：course_utils.worker_env。
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from course_utils.throughput import make_mlp
+from course_utils.worker_env import check_torchrun_env, joining
 
 
 def ddp_throughput_worker(
@@ -60,15 +63,17 @@ def ddp_throughput_worker(
             raise ValueError(f"{name} must be an int of at least {least}, not {value!r}")
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f'device_type must be "cpu" (gloo) or "cuda" (nccl), not {device_type!r}')
+    check_torchrun_env(launch="launch(ddp_throughput_worker, 2, args=(64, 10, 2))")  # 否则明确的一行话
     local_rank = int(os.environ["LOCAL_RANK"])
-    if device_type == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        torch.set_num_threads(threads)
-        dist.init_process_group("gloo")
+    with joining() as timeout:  # 一个 rank 始终不来：`timeout` 之后报错，而不是卡住
+        if device_type == "cuda":
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)
+        else:
+            device = torch.device("cpu")
+            torch.set_num_threads(threads)
+            dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     try:
         if global_batch % world:

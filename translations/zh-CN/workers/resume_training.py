@@ -9,8 +9,10 @@
 不带 `--cpu` 且有 CUDA 时，进程 LOCAL_RANK 用 nccl 驱动 GPU LOCAL_RANK（`set_device`、
 `device_ids=[local_rank]`）；每台机器上的进程比 GPU 多时，它报错停下，报错会说明这一点。它只需要
 torchrun 设置的那些变量（MASTER_ADDR、MASTER_PORT、RANK、LOCAL_RANK、WORLD_SIZE）：在 `mp.spawn`
-下，或在设置了这些变量的集群启动器下，由 rank 0 托管 rendezvous store，而在 torchrun 下由 torchrun
-自己托管它。
+下，或在设置了这些变量的集群启动器下，由 rank 0 在 MASTER_ADDR 上托管 rendezvous store，而在
+torchrun 下由 torchrun 自己托管它。缺少这些变量、某个变量超出范围或者某个计数小于 1 时，它用一行话说明
+这一点；一个 rank 最多等其他 rank COURSE_GROUP_TIMEOUT_S 秒（默认 120）：这些检查都在
+course_utils.worker_env 里。
 
 开始时，每个 rank 查找 `--out/snapshot.pt`；如果找到，就加载它（加载到自己的设备上，
 `map_location`），从保存的那一轮的下一轮接着训练。每一轮之后，rank 0 保存一个新快照（模型、优化器、
@@ -27,7 +29,6 @@ import argparse
 import json
 import os
 import sys
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -37,6 +38,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def make_dataset() -> TensorDataset:
@@ -82,34 +85,31 @@ def train(out: str, epochs: int, crash_in_epoch: int | None = None, cpu: bool = 
     它从环境中读取 MASTER_ADDR、MASTER_PORT、RANK、LOCAL_RANK 和 WORLD_SIZE，所以在 torchrun、
     课程启动器、`mp.spawn` 或集群启动器下都能同样运行。
     """
+    check_torchrun_env()  # 没有启动器时：用一行话说明该怎样启动这个脚本
     local_rank, rank = int(os.environ["LOCAL_RANK"]), int(os.environ["RANK"])
     # 先是 0；torchrun 重启或 SLURM 重新排队（workers/slurm_*.sbatch）之后是 1
     restarts = ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT")
     attempt = sum(int(os.environ.get(name, "0")) for name in restarts)
     # torchrun（以及课程启动器）自己托管 rendezvous store，并说明这一点；在 mp.spawn 或集群启动器下
-    # 没有谁托管它，就由 rank 0 托管，和 init_process_group 的 env:// 一样。
-    hosted = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    store = dist.TCPStore(
-        os.environ["MASTER_ADDR"],
-        int(os.environ["MASTER_PORT"]),
-        is_master=rank == 0 and not hosted,
-        timeout=timedelta(minutes=5),
-    )
-    # torchrun 的静态 rendezvous（--master-addr/--master-port）在所有尝试中共用一个 store：每次尝试
-    # 用一个前缀，重启后的 rank 就不会读到失败的那次尝试留在里面的地址。
-    group = {
-        "store": dist.PrefixStore(f"attempt{attempt}", store),
-        "rank": rank,
-        "world_size": int(os.environ["WORLD_SIZE"]),
-    }
-    if torch.cuda.is_available() and not cpu:
-        check_enough_gpus(local_rank, torch.cuda.device_count())  # 每个进程一个 GPU，否则明确报错
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)  # 本进程的 GPU：从此 nccl 和 .cuda() 都用它
-        dist.init_process_group("nccl", device_id=device, **group)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", **group)
+    # 没有谁托管它，就由 joining() 让 rank 0 在 MASTER_ADDR 上托管它。每个 rank 都连接上去。
+    with joining() as timeout:  # 一个 rank 始终不来：`timeout` 之后报错，而不是卡住
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), timeout=timeout)
+        # torchrun 的静态 rendezvous（--master-addr/--master-port）在所有尝试中共用一个 store：每次尝试
+        # 用一个前缀，重启后的 rank 就不会读到失败的那次尝试留在里面的地址。
+        group = {
+            "store": dist.PrefixStore(f"attempt{attempt}", store),
+            "rank": rank,
+            "world_size": int(os.environ["WORLD_SIZE"]),
+            "timeout": timeout,
+        }
+        if torch.cuda.is_available() and not cpu:
+            check_enough_gpus(local_rank, torch.cuda.device_count())  # 每个进程一个 GPU，否则明确报错
+            device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(device)  # 本进程的 GPU：从此 nccl 和 .cuda() 都用它
+            dist.init_process_group("nccl", device_id=device, **group)
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", **group)
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1)).to(device)
@@ -142,7 +142,12 @@ def train(out: str, epochs: int, crash_in_epoch: int | None = None, cpu: bool = 
     dist.barrier()  # 每个 rank 都用完了进程组，然后才有 rank 销毁它
     del ddp  # 先删 DDP，再销毁它的进程组
     dist.destroy_process_group()
-    return {"rank": rank, "attempt": attempt, "resumed at epoch": start, "epochs run": epochs - start}
+    return {
+        "rank": rank,
+        "attempt": attempt,
+        "resumed_at_epoch": start,
+        "epochs_run": epochs - start,
+    }
 
 
 @record  # 这样 torchrun 的报告会把本 rank 的 traceback 显示为根本原因
@@ -150,8 +155,8 @@ def main() -> None:
     """解析命令行，训练，每个 rank 打印一行 JSON。"""
     parser = argparse.ArgumentParser(description="DDP training that resumes from its snapshot.")
     parser.add_argument("--out", required=True, help="folder for snapshot.pt and final.pt")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--crash-in-epoch", type=int, default=None, help="rank 1 raises once, in this epoch")
+    parser.add_argument("--epochs", type=at_least(1), default=4)
+    parser.add_argument("--crash-in-epoch", type=at_least(0), help="rank 1 raises once, in this epoch")
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
     report = train(args.out, args.epochs, args.crash_in_epoch, cpu=args.cpu)

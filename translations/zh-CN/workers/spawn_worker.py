@@ -8,7 +8,9 @@
 `fails_in_one` 展示 mp.spawn 怎样报告错误：一个进程抛出异常，其他进程还在工作；mp.spawn 停掉
 它们，并抛出 ProcessRaisedException，其中带有失败进程的序号和子进程的 traceback。
 
-在终端里（在 `notebooks/` 目录下）运行：`python workers/spawn_worker.py`。
+在终端里（在 `notebooks/` 目录下）运行：`python workers/spawn_worker.py`。rank 0 只在 127.0.0.1 上
+托管 rendezvous store；一个进程的对端始终不来时，它在 COURSE_GROUP_TIMEOUT_S 秒（默认 120）之后用一行话
+放弃：这两件事都由 course_utils.worker_env 完成。
 """
 
 from __future__ import annotations
@@ -24,18 +26,23 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from course_utils.worker_env import joining
+
 
 def run(index: int, world_size: int, port: int, out_dir: str) -> None:
     """一个进程：以 rank `index` 加入进程组，做 all-reduce，把它看到的内容写进一个文件。"""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=world_size)
+    with joining(index, world_size, "127.0.0.1", port) as timeout:  # rank 0 在 127.0.0.1 上托管 store
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=index, world_size=world_size, timeout=timeout
+        )
     total = torch.tensor([float(dist.get_rank() + 1)])
     dist.all_reduce(total)
     seen = {
         "index": index,
         "rank": dist.get_rank(),
         "world_size": dist.get_world_size(),
-        "RANK in env": os.environ.get("RANK"),
-        "all_reduce of rank + 1": total.item(),
+        "rank_in_env": os.environ.get("RANK"),
+        "sum_of_rank_plus_1": total.item(),
     }
     dist.destroy_process_group()
     with open(os.path.join(out_dir, f"rank{index}.json"), "w") as file:

@@ -10,7 +10,9 @@
 DistributedSampler 在自己那一份数据上训练，最后由 rank 0 保存原始模型的 state_dict。每个 rank
 打印一行关于自己的 JSON。在有 GPU 的机器上，每个进程都需要一个自己的 GPU：如果每台机器上的进程比
 可见的 GPU 多（在一个 GPU 上用 `--nproc-per-node=2`），脚本会报错停下，报错会说明这一点，而不是
-给出 CUDA 的 "invalid device ordinal"。
+给出 CUDA 的 "invalid device ordinal"。不用 torchrun 启动、某个变量超出范围或者某个计数小于 1 时，
+它用一行话说明这一点；一个 rank 最多等其他 rank COURSE_GROUP_TIMEOUT_S 秒（默认 120）：这些检查都在
+course_utils.worker_env 里。
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
+
+from course_utils.worker_env import at_least, check_torchrun_env, joining
 
 
 def check_enough_gpus(local_rank: int, gpu_count: int) -> None:
@@ -48,20 +52,22 @@ def main() -> None:
     """用 DDP 把一个线性模型训练几轮；rank 0 把它保存到 --out/model.pt。"""
     parser = argparse.ArgumentParser(description="A tiny DDP training script for torchrun.")
     parser.add_argument("--out", required=True, help="folder for model.pt (rank 0 writes it)")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=8, help="per process")
+    parser.add_argument("--epochs", type=at_least(1), default=3)
+    parser.add_argument("--batch-size", type=at_least(1), default=8, help="per process")
     parser.add_argument("--cpu", action="store_true", help="use gloo on the CPU even with GPUs")
     args = parser.parse_args()
 
+    check_torchrun_env("GROUP_RANK")  # 没有 torchrun 时：用一行话说明该怎样启动这个脚本
     local_rank = int(os.environ["LOCAL_RANK"])  # 由 torchrun 设置：用这台机器上的哪个 GPU
-    if torch.cuda.is_available() and not args.cpu:
-        check_enough_gpus(local_rank, torch.cuda.device_count())  # 每个进程一个 GPU，否则明确报错
-        torch.cuda.set_device(local_rank)  # 任意加速器：torch.accelerator.set_device_index
-        device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device)  # env:// 是默认的 init_method
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
+    with joining() as timeout:  # 一个 rank 始终不来：`timeout` 之后报错，而不是卡住
+        if torch.cuda.is_available() and not args.cpu:
+            check_enough_gpus(local_rank, torch.cuda.device_count())  # 每个进程一个 GPU，否则明确报错
+            torch.cuda.set_device(local_rank)  # 任意加速器：torch.accelerator.set_device_index
+            device = torch.device("cuda", local_rank)
+            dist.init_process_group("nccl", device_id=device, timeout=timeout)  # env:// 是默认的
+        else:
+            device = torch.device("cpu")
+            dist.init_process_group("gloo", timeout=timeout)
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)  # 每个 rank 上的数据都相同；由采样器来切分
@@ -99,8 +105,8 @@ def main() -> None:
         "node_rank": int(os.environ["GROUP_RANK"]),  # 由 torchrun 设置：哪台机器
         "world_size": world_size,
         "backend": dist.get_backend(),
-        "samples seen": len(sampler) * args.epochs,
-        "mean loss per epoch": losses,
+        "samples_seen": len(sampler) * args.epochs,
+        "mean_loss_per_epoch": losses,
     }
     # 每行只写一次：torchrun 以无缓冲方式运行工作进程，而 print() 会把换行符单独写出，
     # 这样两个 rank 的行就可能连在一起。
