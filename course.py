@@ -275,6 +275,26 @@ def site(python: Path, args: list[str]) -> int:
     return run([python, "scripts/website.py", *folder_paths(args)])
 
 
+def bundle(python: Path, args: list[str]) -> int:
+    """Write one .zip for an offline classroom: the course's wheel and every wheel it needs (--help)."""
+    return run([python, "scripts/bundle.py", *folder_paths(args)])
+
+
+def grade(python: Path, args: list[str]) -> int:
+    """Grade students' notebooks with the course's checks, each in a sandbox: a CSV and an HTML page."""
+    paths = [
+        str(Path(arg).resolve()) if not arg.startswith("-") and Path(arg).exists() else arg
+        for arg in folder_paths(args)
+    ]
+    language = ["--language", course_shell.chosen_language] if course_shell.chosen_language else []
+    return run([python, "scripts/grade.py", *language, *paths])
+
+
+def format_notebooks(python: Path, args: list[str]) -> int:
+    """Format the notebooks' code, both editions, to the width the website shows; --check lists the rest."""
+    return run([python, "scripts/format_cells.py", *args])
+
+
 def translate(python: Path, args: list[str]) -> int:
     """Keep the Chinese edition in step: `update` the .po files, `build` its notebooks, or `check` them."""
     return run([python, "scripts/translations.py", *args])
@@ -317,6 +337,9 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
     "regenerate": regenerate,
     "bench": bench,
     "site": site,
+    "bundle": bundle,
+    "grade": grade,
+    "format": format_notebooks,
     "translate": translate,
     "retarget": retarget,
     "gpu": gpu,
@@ -324,7 +347,7 @@ COMMANDS: dict[str, Callable[[Path, list[str]], int]] = {
 # Commands that need only the standard library: they run with this Python, before any set-up.
 WITHOUT_SETUP = {"retarget", "gpu"}
 # Commands whose scripts answer --help with the standard library alone: run by this Python for it.
-SCRIPT_HELP = {"site", "retarget", "gpu"}
+SCRIPT_HELP = {"site", "bundle", "grade", "retarget", "gpu"}
 
 
 def wants_help(args: list[str]) -> bool:

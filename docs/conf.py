@@ -60,6 +60,7 @@ WORDS = {
         "download_title": "The notebook with its outputs, to open in JupyterLab",
         "footer": "{course}: a course in Jupyter notebooks, under the {licence}.",
         "licence": "MIT licence",
+        "authors": "the course's authors",
     },
     CHINESE: {
         "title": "PyTorch on GPUs, hands-on（中文版）",
@@ -78,6 +79,7 @@ WORDS = {
         "download_title": "带输出的笔记本，可在 JupyterLab 中打开",
         "footer": "{course}：一门用 Jupyter 笔记本讲授的课程，采用 {licence}。",
         "licence": "MIT 许可证",
+        "authors": "本课程的作者们",
     },
 }[EDITION]
 
@@ -95,8 +97,8 @@ if EDITION == CHINESE:  # Sphinx's Chinese search splits words with jieba: quiet
     html_search_options = {"dict": ""}
 
 project = WORDS["title"]
-author = "the course's authors"
-copyright = "the course's authors, MIT licence"
+author = WORDS["authors"]
+copyright = f"{WORDS['authors']}, {WORDS['licence']}"
 language = "zh_CN" if EDITION == CHINESE else "en"
 
 extensions = ["myst_nb", "sphinx_copybutton", "sphinx.ext.githubpages"]  # githubpages: .nojekyll

@@ -27,6 +27,9 @@ def command_parser(command: str) -> argparse.ArgumentParser:
     if command == "format":
         parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTIONS[command])
         parser.add_argument("--check", action="store_true", help="list the lines too wide; write nothing")
+        parser.add_argument(
+            "notebooks", nargs="*", metavar="NOTEBOOK", help="these English notebooks only (default: all)"
+        )
         return parser
     if command == "translate":
         parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTIONS[command])

@@ -261,7 +261,7 @@ class _passing_on_sigint:
 def requirements_for_tests(project: dict) -> list[str]:
     """The test extra's requirements (from pyproject's `project` table), the course's own extras spelt out.
 
-    `course-utils[site]` in the test extra becomes the requirements of the `site` extra.
+    `pytorch-on-gpus-hands-on[site]` in the test extra becomes the requirements of the `site` extra.
     """
     extras, wanted = project["optional-dependencies"], []
     for requirement in extras["test"]:

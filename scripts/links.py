@@ -3,8 +3,9 @@
     python3 course.py retarget [URL] [--check]      (or python3 scripts/links.py ...)
 
 Without URL: bring every notebook's launch buttons (Colab and SageMaker Studio Lab on every
-notebook, Kaggle, with its free GPUs, from notebook 05 on) and its set-up cell in line with the
-repository named in pyproject.toml, in both editions (notebooks/ and notebooks/zh-CN/). With URL
+notebook, Kaggle, with its free GPUs, from notebook 05 on) and its set-up cell (the code cell right
+under the title) in line with the repository named in pyproject.toml and with this script, in both
+editions (notebooks/ and notebooks/zh-CN/). With URL
 (https://github.com/OWNER/NAME): first point pyproject.toml, the READMEs, CONTRIBUTING.md, the
 translations and every notebook at that repository (a fork, say).
 With --check: change nothing, list what is out of line and exit 1 if anything is.
@@ -29,8 +30,9 @@ KAGGLE_BADGE = "https://kaggle.com/static/images/open-in-kaggle.svg"
 STUDIO_LAB_BADGE = "https://studiolab.sagemaker.aws/studiolab.svg"
 KAGGLE_FROM = 5  # Kaggle's two free T4 GPUs suit the multi-GPU lessons: notebooks 05 onwards carry its button
 BADGE_LINE = re.compile(r"^\[!\[Open In Colab\]\(.*$\n?", re.MULTILINE)
-SETUP_MARKER = "# Set-up for Colab, Kaggle and Studio Lab"
 SETUP_CELL_ID = "course-setup"
+# How a set-up cell without its id begins: this one, and the older ones that retarget replaces.
+SETUP_OPENINGS = ('import importlib.util, os; os.environ["COURSE_LANGUAGE"]', "# Set-up for Colab")
 # Text files that may link to the repository; notebooks are handled cell by cell.
 TEXT_FILES = ("pyproject.toml", "README.md", "README.zh-CN.md", "CONTRIBUTING.md")
 EDITIONS = {"en": "", "zh-CN": "zh-CN/"}  # each edition's language and its folder under notebooks/
@@ -41,7 +43,11 @@ COURSE_LINK = re.compile(
     r"(?:mybinder\.org/v2/gh/|colab\.research\.google\.com/github/|git clone https://github\.com/"
     r"|git\+https://github\.com/|studiolab\.sagemaker\.aws/import/github/|kernels/welcome\?src=https://github\.com/)(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?(?=[/?#)\]\s\"'`]|$)"
 )
-GITHUB_URL = re.compile(r"^https://github\.com/(?P<owner>[\w-]+)/(?P<name>[\w.-]+?)(?:\.git)?/?$")
+GITHUB_URL = re.compile(r"^https://github\.com/(?P<owner>[^/]*)/(?P<name>[^/]*)/?$")
+# What GitHub allows in an owner's and a repository's name, and how long each may be.
+GITHUB_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+LONGEST = {"owner": 39, "name": 100}
+GIVE_IT_AS = "give it as https://github.com/OWNER/NAME (Binder and Colab open notebooks from GitHub)."
 
 
 @dataclass(frozen=True)
@@ -88,15 +94,38 @@ class Repository:
         return " ".join(buttons)
 
 
+def _name_problem(part: str, value: str) -> str | None:
+    """What is wrong with `value` as a repository's `part` ("owner" or "name") on GitHub, or None."""
+    if not value:
+        return "is empty"
+    if not GITHUB_NAME.fullmatch(value):
+        bad = next(c for c in value if not GITHUB_NAME.fullmatch(c))
+        return f"holds {bad!r}: GitHub allows only letters, digits, '-', '_' and '.'"
+    if value in (".", ".."):
+        return "is a folder's name ('.' or '..'), which GitHub does not allow"
+    if part == "owner" and value.startswith("-"):
+        return "starts with '-', which GitHub does not allow for an owner"
+    if part == "name" and value.endswith(".git"):
+        return "ends in .git even after one .git was taken off, which GitHub does not allow"
+    if len(value) > LONGEST[part]:
+        return f"has {len(value)} characters; GitHub allows at most {LONGEST[part]}"
+    return None
+
+
 def parse_repository(url: str) -> Repository:
-    """The repository that `url` names; only GitHub works with Binder's and Colab's links."""
+    """The repository that `url` names (one trailing `.git` taken off); only GitHub works with Binder's
+    and Colab's links. A URL that names no repository GitHub could have is a ValueError saying why."""
+    if not isinstance(url, str):
+        raise ValueError(f"{url!r} is not a GitHub repository address: {GIVE_IT_AS}")
     match = GITHUB_URL.match(url.strip())
     if match is None:
-        raise ValueError(
-            f"{url!r} is not a GitHub repository address: give it as https://github.com/OWNER/NAME "
-            "(Binder and Colab open notebooks from GitHub)."
-        )
-    return Repository(match["owner"], match["name"])
+        raise ValueError(f"{url!r} is not a GitHub repository address: {GIVE_IT_AS}")
+    owner, name = match["owner"], match["name"].removesuffix(".git")
+    for part, value in (("owner", owner), ("name", name)):
+        problem = _name_problem(part, value)
+        if problem is not None:
+            raise ValueError(f"{url!r}: the repository's {part} {value!r} {problem}; {GIVE_IT_AS}")
+    return Repository(owner, name)
 
 
 def read_repository(pyproject: str) -> Repository:
@@ -107,52 +136,42 @@ def read_repository(pyproject: str) -> Repository:
     return parse_repository(urls["Repository"])
 
 
-SOURCE_VARIABLE = "COURSE_SOURCE"  # what the set-up cell installs the course from, where it is set
+DISTRIBUTION = "pytorch-on-gpus-hands-on"  # its name on a package index, as course_utils.setup has it
+SOURCE_VARIABLE = "COURSE_SOURCE"  # what the set-up cell installs instead, where the runtime sets it
+# The set-up cell, right under the title: 5 lines, each within 79 columns (the website's code width;
+# a Chinese character counts two). It names the notebook's language; where course_utils does not
+# import, the kernel's own pip (IPython's %pip) installs the course alone, and course_utils.setup,
+# run in the kernel, does the rest. {{course_source}} is IPython's: it puts the variable's value in.
 SETUP_TEMPLATE = "\n".join(
     [
-        "{comment}",
-        "import importlib.util, os, subprocess, sys",
-        'os.environ["COURSE_LANGUAGE"] = "{language}"  # {language_comment}',
-        'course_source = os.environ.get("' + SOURCE_VARIABLE + '", "{source}")  # {source_comment}',
-        'if importlib.util.find_spec("course_utils") is None:  # {install_comment}',
-        '    for step in (["pip", "install", "-q", "--no-deps", course_source], '
-        '["course_utils.setup", course_source]): subprocess.check_call([sys.executable, "-m", *step])',
+        'import importlib.util, os; os.environ["COURSE_LANGUAGE"] = "{language}"  # {language_comment}',
+        'if not importlib.util.find_spec("course_utils"):  # {install_comment}',
+        f'    course_source = os.getenv("{SOURCE_VARIABLE}", "{DISTRIBUTION}")',
+        '    %pip install -q --no-deps "{{course_source}}"',
+        "    %run -m course_utils.setup",
         "",
     ]
 )
 # The set-up cell's comments in each edition's language; its code is the same in every edition.
 SETUP_WORDS = {
-    "en": {
-        "comment": f"{SETUP_MARKER}: where the course is installed (a clone, conda, Binder) this installs "
-        "nothing.",
-        "language_comment": "the language of the course's messages in this notebook",
-        "install_comment": "pip installs course_utils; course_utils.setup does the rest",
-        "source_comment": "or a wheel file, or course-utils from a package index",
-    },
-    "zh-CN": {
-        "comment": "# Colab、Kaggle 和 Studio Lab 的准备步骤：在已装好课程的地方（克隆的仓库、conda、Binder）"
-        "这里什么也不安装。",
-        "language_comment": "本笔记本里课程提示信息所用的语言",
-        "install_comment": "pip 安装 course_utils，其余由 course_utils.setup 完成",
-        "source_comment": "也可以是一个 wheel 文件，或软件包索引（镜像源）里的 course-utils",
-    },
+    "en": {"language_comment": "set-up step", "install_comment": "Colab, Kaggle, Studio Lab"},
+    "zh-CN": {"language_comment": "准备步骤", "install_comment": "Colab、Kaggle、Studio Lab"},
 }
+SETUP_POSITION = 1  # the set-up cell's index: right after the title cell, before the lesson starts
 
 
-def setup_cell_source(source: str, language: str = "en") -> str:
-    """The first code cell of every notebook: it sets the notebook's language and, where `course_utils`
-    does not import, sets the course up.
-
-    `source` is what pip installs the course from (`git+https://github.com/OWNER/NAME`) unless the
-    runtime sets `COURSE_SOURCE` (a wheel file, `course-utils` from a package index); the
-    logic (keep or install torch, the other requirements, the worker scripts) is in course_utils.setup.
-    `language` is the edition's ("en", "zh-CN"); course_utils's messages follow it.
+def setup_cell_source(language: str = "en") -> str:
+    """The set-up cell of every notebook of the edition in `language` ("en", "zh-CN"): it sets the
+    notebook's language (course_utils's messages follow it) and, where `course_utils` does not import,
+    installs the course by name from the runtime's package index (or what `COURSE_SOURCE` names: a
+    wheel file, another requirement) and runs course_utils.setup (torch kept or installed, the other
+    requirements, the worker scripts and solutions beside the notebook).
     """
     if language not in SETUP_WORDS:
         raise ValueError(
             f"no set-up cell words for {language!r}: add them to SETUP_WORDS in scripts/links.py"
         )
-    return SETUP_TEMPLATE.format(source=source, language=language, **SETUP_WORDS[language])
+    return SETUP_TEMPLATE.format(language=language, **SETUP_WORDS[language])
 
 
 def cell_text(cell: dict) -> str:
@@ -190,14 +209,19 @@ def foreign_links(text: str, repo: Repository) -> list[str]:
 
 
 def is_setup_cell(cell: dict) -> bool:
-    """Whether `cell` is a set-up cell: by its id, or by its opening comment (this one or an older one)."""
-    return cell.get("id") == SETUP_CELL_ID or cell_text(cell).startswith("# Set-up for Colab")
+    """Whether `cell` is a set-up cell: a code cell with its id, or with the opening words of this one
+    or of an older one."""
+    return cell.get("cell_type") == "code" and (
+        cell.get("id") == SETUP_CELL_ID or cell_text(cell).startswith(SETUP_OPENINGS)
+    )
 
 
 def sync_notebook(nb: dict, name: str, repo: Repository, language: str = "en") -> list[str]:
-    """Put the badge and the set-up cell into notebook `nb` (in place); return what was changed.
+    """Put the badge and the set-up cell, right under the title, into notebook `nb` (in place); return
+    what was changed.
 
     `name` is the notebook's path under notebooks/ (`zh-CN/05_data_parallel.ipynb` for a Chinese one).
+    A set-up cell elsewhere is moved there (with its id and stored outputs), a second one removed.
     """
     changes = []
     cells = nb["cells"]
@@ -208,23 +232,26 @@ def sync_notebook(nb: dict, name: str, repo: Repository, language: str = "en") -
     if badged != cell_text(title):
         _set_source(title, badged)
         changes.append("badge")
-    wanted = setup_cell_source(f"git+{repo.url}", language)
-    first_code = next((c for c in cells if c.get("cell_type") == "code"), None)
-    if first_code is not None and is_setup_cell(first_code):
-        if cell_text(first_code) != wanted:
-            _set_source(first_code, wanted)
-            first_code[
-                "outputs"
-            ] = []  # where the course is installed it prints nothing: still its stored form
+    wanted = setup_cell_source(language)
+    found = [c for c in cells if is_setup_cell(c)]
+    if found:
+        setup = found[0]
+        if cells.index(setup) != SETUP_POSITION:
+            changes.append("set-up cell moved under the title")
+        if len(found) > 1:
+            changes.append(f"{len(found) - 1} more set-up cell(s) removed")
+        if cell_text(setup) != wanted:
+            _set_source(setup, wanted)
+            setup["outputs"] = []  # where the course is installed it prints nothing: still its stored form
             changes.append("set-up cell updated")
     else:
-        cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": []}
+        setup = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": []}
         if nb.get("nbformat", 4) > 4 or nb.get("nbformat_minor", 0) >= 5:
-            cell = {"cell_type": "code", "execution_count": None, "id": SETUP_CELL_ID, **cell}
-        _set_source(cell, wanted)
-        where = cells.index(first_code) if first_code is not None else len(cells)
-        cells.insert(where, cell)
+            setup = {"cell_type": "code", "execution_count": None, "id": SETUP_CELL_ID, **setup}
+        _set_source(setup, wanted)
         changes.append("set-up cell inserted")
+    lesson = [c for c in cells if not is_setup_cell(c)]
+    nb["cells"] = [*lesson[:SETUP_POSITION], setup, *lesson[SETUP_POSITION:]]
     return changes
 
 
@@ -249,7 +276,7 @@ def update(root: Path, new_url: str | None = None, check: bool = False) -> list[
     """
     pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
     old = read_repository(pyproject)
-    new = parse_repository(new_url) if new_url else old
+    new = old if new_url is None else parse_repository(new_url)  # "" is a bad URL, not "no URL"
     report = []
     translations = sorted(p.relative_to(root).as_posix() for p in (root / TRANSLATIONS).glob("*/*.po"))
     for rel in (*TEXT_FILES, *translations):

@@ -404,7 +404,7 @@ def build_notebook(english: Path, root: Path = ROOT) -> dict:
         cell = copy.deepcopy(cell)
         text = cell_text(cell)
         if cell.get("id") == SETUP_CELL_ID:
-            text = setup_cell_source(f"git+{repo.url}", LANGUAGE)
+            text = setup_cell_source(LANGUAGE)
         elif cell.get("id") in wanted:
             unit, entry = wanted[cell["id"]], entries.get(cell["id"])
             if entry is None or not entry.msgstr or entry.fuzzy or entry.msgid != unit.english:

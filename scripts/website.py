@@ -88,7 +88,8 @@ def notebook_list(language: str) -> str:
     lines = []
     for path in course_notebooks(language):
         line = f"- [{notebook_title(path)}]({STAGED_NOTEBOOKS.as_posix()}/{path.name})"
-        lines.append(f"{line}: {what[path.stem]}" if path.stem in what else line)
+        colon = ": " if language == "en" else "："  # a Chinese colon after a Chinese title
+        lines.append(f"{line}{colon}{what[path.stem]}" if path.stem in what else line)
     return "\n".join(lines)
 
 
@@ -123,11 +124,50 @@ def stage_sources(stage: Path, language: str = "en") -> list[Path]:
             shutil.copytree(DOCS / shared, stage / shared)
     for page in stage.rglob("*.md"):
         page.write_text(site_page(page.read_text(encoding="utf-8"), language), encoding="utf-8")
-    (stage / STAGED_NOTEBOOKS).mkdir(parents=True)
+    (stage / STAGED_NOTEBOOKS / SOLUTIONS).mkdir(parents=True)
     notebooks = course_notebooks(language)
     for notebook in notebooks:
-        shutil.copy2(notebook, stage / STAGED_NOTEBOOKS / notebook.name)
+        nb = json.loads(notebook.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:  # a notebook's link to its solutions file leads to their page here
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                cell["source"] = SOLUTIONS_LINK.sub(r"](solutions/\1.md)", text)
+        (stage / STAGED_NOTEBOOKS / notebook.name).write_text(
+            json.dumps(nb, ensure_ascii=False), encoding="utf-8"
+        )
+        solution = notebook.parent / SOLUTIONS / f"{notebook.stem}.py"
+        if solution.is_file():
+            page = stage / STAGED_NOTEBOOKS / SOLUTIONS / f"{notebook.stem}.md"
+            page.write_text(solutions_page(solution, notebook_title(notebook), language), encoding="utf-8")
     return notebooks
+
+
+SOLUTIONS = "solutions"
+SOLUTIONS_LINK = re.compile(r"\]\(solutions/(\d\d_\w+)\.py\)")
+SOLUTIONS_WORDS = {
+    "en": (
+        "Solutions: {title}",
+        "A solution to each exercise of [{title}](../{name}.ipynb). Try each exercise first. In the "
+        "notebook's folder, `%run solutions/{name}.py` runs this file: every check says it is right.",
+    ),
+    CHINESE: (
+        "参考答案：{title}",
+        "[{title}](../{name}.ipynb) 每道练习的参考答案。请先自己做每道练习。在笔记本所在的文件夹里，"
+        "`%run solutions/{name}.py` 运行这个文件：每个检查都会说答案正确。",
+    ),
+}
+
+
+def solutions_page(solution: Path, title: str, language: str) -> str:
+    """The site's page of a notebook's solutions file: its code whole, under a title and a line on
+    how to use it (a page no table of contents lists: each notebook links to its own)."""
+    heading, intro = SOLUTIONS_WORDS[language]
+    name = solution.stem
+    code = solution.read_text(encoding="utf-8").rstrip("\n")
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", code)), default=0) + 1)
+    front = "---\norphan: true\n---\n\n"
+    words = f"# {heading.format(title=title)}\n\n{intro.format(title=title, name=name)}\n\n"
+    return f"{front}{words}{fence}python\n{code}\n{fence}\n"
 
 
 def sphinx(stage: Path, html: Path, doctrees: Path, language: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -168,32 +169,46 @@ def kernelspec_problems(nb: dict) -> list[str]:
 
 
 # metadata.course of every notebook: key -> (what is valid, check). Documented in CONTRIBUTING.md.
-HARD_BUDGET_S = 15  # no notebook over 15 s alone on 2 cores (scripts/benchmark.py measures it)
+MOST_R = 6  # no notebook over 6 R alone (R: a fresh `import torch`; scripts/benchmark.py measures it)
+
+
+def _number(value: object) -> bool:
+    """A real number, not a bool: what a budget in R is."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 COURSE_KEYS = {
     "starts_processes": ("true or false", lambda v: isinstance(v, bool)),
     "uses_gpus": ('"none", "1+" or "2+"', lambda v: v in ("none", "1+", "2+")),
-    "budget_s": (
-        f"whole seconds from 1 to {HARD_BUDGET_S}",
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= HARD_BUDGET_S,
-    ),
+    "budget_r": (f"a number of R above 0, at most {MOST_R}", lambda v: _number(v) and 0 < v <= MOST_R),
     "reads_device_variables": ("true or false", lambda v: isinstance(v, bool)),
+}
+# Optional, and only together: where a notebook cannot keep MOST_R without losing its lesson.
+FLOOR_KEYS = {
+    "floor_r": (f"a number of R above {MOST_R}", lambda v: _number(v) and v > MOST_R),
+    "floor_why": ("a sentence saying why", lambda v: isinstance(v, str) and len(v.split()) >= 5),
 }
 
 
 def course_metadata_problems(nb: dict) -> list[str]:
-    """What is missing or invalid in the notebook's `metadata.course` block (see COURSE_KEYS)."""
+    """What is missing or invalid in the notebook's `metadata.course` block (COURSE_KEYS, FLOOR_KEYS)."""
     course = nb.get("metadata", {}).get("course")
     if not isinstance(course, dict):
         return [f"no metadata.course block with the keys {', '.join(COURSE_KEYS)}"]
-    problems = (
-        [f"metadata.course has unknown keys {sorted(set(course) - set(COURSE_KEYS))}"]
-        if set(course) - set(COURSE_KEYS)
-        else []
-    )
+    unknown = set(course) - set(COURSE_KEYS) - set(FLOOR_KEYS)
+    problems = [f"metadata.course has unknown keys {sorted(unknown)}"] if unknown else []
     for key, (valid, ok) in COURSE_KEYS.items():
         if key not in course:
             problems.append(f"metadata.course has no {key!r} ({valid})")
         elif not ok(course[key]):
+            problems.append(f"metadata.course.{key} is {course[key]!r}, not {valid}")
+    floors = [key for key in FLOOR_KEYS if key in course]
+    if floors and len(floors) < len(FLOOR_KEYS):
+        lacking = next(key for key in FLOOR_KEYS if key not in course)
+        problems.append(f"metadata.course has {floors[0]!r} without {lacking!r}")
+    for key in floors:
+        valid, ok = FLOOR_KEYS[key]
+        if not ok(course[key]):
             problems.append(f"metadata.course.{key} is {course[key]!r}, not {valid}")
     return problems
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import links
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 from notebook_hygiene import ROOT
 
 import course
@@ -59,7 +61,7 @@ def test_a_foreign_course_link_is_caught():
     assert links.foreign_links(ok, REPO) == []
 
 
-def test_sync_puts_badge_and_set_up_cell_into_every_notebook_and_is_idempotent(course_copy):
+def test_sync_puts_badge_and_set_up_cell_under_every_title_and_is_idempotent(course_copy):
     report = links.update(course_copy)
     notebooks = sorted((course_copy / "notebooks").glob("*.ipynb"))
     assert len(report) == len(notebooks)
@@ -67,10 +69,11 @@ def test_sync_puts_badge_and_set_up_cell_into_every_notebook_and_is_idempotent(c
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         title = "".join(cells[0]["source"]).splitlines()
         assert title[1:4] == ["", REPO.badge(path.name), ""]
-        first_code = next(c for c in cells if c["cell_type"] == "code")
-        assert "".join(first_code["source"]) == links.setup_cell_source(f"git+{REPO.url}")
-        assert first_code["id"] == links.SETUP_CELL_ID
-        assert len(first_code["source"]) <= 6, f"{path.name}: the set-up cell has more than 6 lines"
+        setup = cells[1]  # right under the title, before the lesson's first words
+        assert "".join(setup["source"]) == links.setup_cell_source("en")
+        assert setup["id"] == links.SETUP_CELL_ID and setup["cell_type"] == "code"
+        assert len(setup["source"]) <= 5, f"{path.name}: the set-up cell has more than 5 lines"
+        assert [c for c in cells if links.is_setup_cell(c)] == [setup]
     before = all_text(course_copy)
     assert links.update(course_copy) == []
     assert all_text(course_copy) == before
@@ -88,7 +91,9 @@ def test_retarget_moves_every_link_and_check_changes_nothing(course_copy):
     fork = links.parse_repository(FORK)
     assert links.read_repository((course_copy / "pyproject.toml").read_text(encoding="utf-8")) == fork
     assert fork.badge("05_data_parallel.ipynb") in text
-    assert f"git+{FORK}" in text
+    # The set-up cell installs the course by its name, not from a repository: a fork's is the same.
+    nb = json.loads((course_copy / "notebooks" / "05_data_parallel.ipynb").read_text(encoding="utf-8"))
+    assert "".join(nb["cells"][1]["source"]) == links.setup_cell_source("en")
     assert links.foreign_links(text, fork) == []
     assert links.update(course_copy, check=True) == []
 
@@ -104,6 +109,51 @@ def test_retarget_leaves_links_to_other_repositories_alone():
 def test_a_bad_url_says_what_to_give(bad):
     with pytest.raises(ValueError, match=r"https://github\.com/OWNER/NAME"):
         links.parse_repository(bad)
+
+
+# A URL GitHub could not serve, and the part of it that each error names.
+NOT_A_REPOSITORY = [
+    ("https://github.com/o/..", "the repository's name '..' is a folder's name"),
+    ("https://github.com/o/.", "the repository's name '.' is a folder's name"),
+    ("https://github.com/../n", "the repository's owner '..' is a folder's name"),
+    ("https://github.com/-/-", "the repository's owner '-' starts with '-'"),
+    ("https://github.com/-me/course", "the repository's owner '-me' starts with '-'"),
+    ("https://github.com/a/b.git.git", "the repository's name 'b.git' ends in .git"),
+    ("https://github.com/o/.git", "the repository's name '' is empty"),
+    ("https://github.com//course", "the repository's owner '' is empty"),
+    ("https://github.com/o/n?x", "the repository's name 'n?x' holds '?'"),
+    ("https://github.com/m\u00e9/course", "the repository's owner 'm\u00e9' holds '\u00e9'"),
+    ("https://github.com/o/" + "n" * 101, "has 101 characters; GitHub allows at most 100"),
+    ("", "'' is not a GitHub repository address"),
+]
+
+
+@pytest.mark.parametrize(("url", "names"), NOT_A_REPOSITORY, ids=[u or "empty" for u, _ in NOT_A_REPOSITORY])
+def test_a_url_that_names_no_possible_repository_is_refused_in_one_line_naming_the_part(url, names):
+    with pytest.raises(ValueError, match=re.escape(names)):
+        links.parse_repository(url)
+    # The command line, with --check so that nothing could be written: exit 2, one line, no traceback.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "links.py"), url, "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert names in result.stderr and "https://github.com/OWNER/NAME" in result.stderr
+
+
+def test_an_empty_url_is_an_error_not_the_course_s_own_repository(tmp_path):
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    with pytest.raises(ValueError, match="'' is not a GitHub repository address"):
+        links.update(tmp_path, "", check=True)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [FORK, FORK + ".git", FORK + "/", FORK + ".git/", "https://github.com/A_b.c/x-y_z.1"],
+)
+def test_a_fork_s_url_is_taken_with_one_git_suffix_removed(url):
+    repository = links.parse_repository(url)
+    assert repository.url == url.removesuffix("/").removesuffix(".git")
 
 
 def test_every_notebook_has_colab_and_studio_lab_and_from_05_on_kaggle():
@@ -162,11 +212,66 @@ def test_course_retarget_runs_the_links_script_without_setting_up_the_course(mon
 
 
 def test_each_edition_s_set_up_cell_is_the_same_code_in_its_own_language():
-    english = links.setup_cell_source("git+https://github.com/o/n")
-    chinese = links.setup_cell_source("git+https://github.com/o/n", "zh-CN")
+    python = TransformerManager().transform_cell  # the cell's %pip and %run as the kernel runs them
+    english, chinese = python(links.setup_cell_source("en")), python(links.setup_cell_source("zh-CN"))
     # the same code but for the language it names, which the parity check rightly sees as code
     assert translations.code_difference(english, chinese.replace('"zh-CN"', '"en"')) is None
-    assert 'os.environ["COURSE_LANGUAGE"] = "en"' in english
-    assert 'os.environ["COURSE_LANGUAGE"] = "zh-CN"' in chinese
+    assert translations.code_difference(english, chinese) is not None
+    assert 'os.environ["COURSE_LANGUAGE"] = "en"' in english and "Studio Lab" in english
+    assert 'os.environ["COURSE_LANGUAGE"] = "zh-CN"' in chinese and "准备" in chinese
     with pytest.raises(ValueError, match="SETUP_WORDS"):
-        links.setup_cell_source("git+https://github.com/o/n", "fr")
+        links.setup_cell_source("fr")
+
+
+def cell(kind: str, text: str, cell_id: str, **stored) -> dict:
+    """A notebook cell as nbformat 4.5 stores it."""
+    made = {"cell_type": kind, "id": cell_id, "metadata": {}, "source": text.splitlines(keepends=True)}
+    return made | ({"execution_count": None, "outputs": []} | stored if kind == "code" else {})
+
+
+def test_a_set_up_cell_below_the_first_words_moves_under_the_title_with_its_outputs():
+    # 00, 01 and 05 had it between a sentence ending "...:" and the code that sentence introduces.
+    setup = cell("code", links.setup_cell_source(), links.SETUP_CELL_ID, execution_count=1)
+    cells = [
+        cell("markdown", "# 05 · Title\n\n" + REPO.badge("05_x.ipynb") + "\n\nWords.", "title"),
+        cell("markdown", "The code below shows it:", "intro"),
+        setup,
+        cell("code", "print(1)", "shown", execution_count=2),
+    ]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    assert links.sync_notebook(nb, "05_x.ipynb", REPO) == ["set-up cell moved under the title"]
+    assert [c["id"] for c in nb["cells"]] == ["title", links.SETUP_CELL_ID, "intro", "shown"]
+    assert nb["cells"][1] is setup and setup["execution_count"] == 1  # moved as it was: nothing to rerun
+    assert links.sync_notebook(nb, "05_x.ipynb", REPO) == []
+
+
+def test_an_old_set_up_cell_anywhere_is_replaced_under_the_title_and_a_second_one_removed():
+    old = "# Set-up for Colab, Kaggle and Studio Lab: ...\nimport os\n"
+    cells = [
+        cell("markdown", "# 02 · Title\n\n" + REPO.badge("zh-CN/02_x.ipynb") + "\n", "title"),
+        cell("markdown", "Words.", "words"),
+        cell("code", old, "older-id", outputs=[{"output_type": "stream", "name": "stdout", "text": "x"}]),
+        cell("code", "x = 1", "lesson"),
+        cell("code", links.setup_cell_source("zh-CN"), links.SETUP_CELL_ID),
+    ]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    changes = links.sync_notebook(nb, "zh-CN/02_x.ipynb", REPO, "zh-CN")
+    assert changes == [
+        "set-up cell moved under the title",
+        "1 more set-up cell(s) removed",
+        "set-up cell updated",
+    ]
+    assert [c["id"] for c in nb["cells"]] == ["title", "older-id", "words", "lesson"]
+    assert "".join(nb["cells"][1]["source"]) == links.setup_cell_source("zh-CN")
+    assert nb["cells"][1]["outputs"] == []
+
+
+def test_check_names_a_notebook_whose_set_up_cell_is_not_under_its_title(course_copy):
+    links.update(course_copy)
+    path = course_copy / "notebooks" / "00_start_here.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["cells"].insert(3, nb["cells"].pop(1))
+    path.write_text(links.notebook_text(nb), encoding="utf-8")
+    assert links.update(course_copy, check=True) == [
+        "notebooks/00_start_here.ipynb: set-up cell moved under the title"
+    ]

@@ -67,7 +67,7 @@ TABLE = "| notebook | what |\n|---|---|\n| `99_test.ipynb` | testing |\n"
 
 def good_notebook() -> dict:
     title = "# 99 · Test\n\n## What you will learn\n- x\n\n## What you need\nNothing but a CPU.\n"
-    course = {"starts_processes": False, "uses_gpus": "none", "budget_s": 12, "reads_device_variables": False}
+    course = {"starts_processes": False, "uses_gpus": "none", "budget_r": 4, "reads_device_variables": False}
     return {
         "metadata": {"course": course},
         "cells": [
@@ -260,9 +260,13 @@ def test_readme_order_is_read_from_the_table_not_from_first_mentions():
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"budget_s": 0}, "metadata.course.budget_s is 0, not whole seconds from 1 to 15"),
-        ({"budget_s": 16}, "budget_s is 16"),
-        ({"budget_s": 12.5}, "budget_s is 12.5"),
+        ({"budget_r": 0}, "metadata.course.budget_r is 0, not a number of R above 0, at most 6"),
+        ({"budget_r": 6.5}, "budget_r is 6.5"),
+        ({"budget_r": True}, "budget_r is True"),
+        ({"budget_r": float("nan")}, "budget_r is nan"),
+        ({"floor_r": 9}, "has 'floor_r' without 'floor_why'"),
+        ({"floor_r": 5, "floor_why": "it starts four fresh Pythons that import torch"}, "floor_r is 5"),
+        ({"floor_r": 9, "floor_why": "slow"}, "floor_why is 'slow'"),
         ({"starts_processes": "yes"}, "starts_processes is 'yes', not true or false"),
         ({"uses_gpus": 2}, 'uses_gpus is 2, not "none", "1+" or "2+"'),
         ({"reads_device_variables": None}, "reads_device_variables is None"),

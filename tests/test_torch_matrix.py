@@ -118,8 +118,8 @@ def test_the_pin_is_replaced_and_everything_else_kept():
     assert "torch==2.14.1" in reqs
     assert not [r for r in reqs if r.startswith("torch") and r != "torch==2.14.1"]
     assert "psutil>=5.9" in reqs and "pytest>=8.2" in reqs and "nbval>=0.11" in reqs
-    # the course's own extras are spelt out: pip cannot install `course-utils[site]` from an index
-    assert not [r for r in reqs if r.startswith("course-utils")]
+    # the course's own extras are spelt out: pip cannot install `pytorch-on-gpus-hands-on[site]` from an index
+    assert not [r for r in reqs if r.startswith("pytorch-on-gpus-hands-on")]
     assert any(r.startswith("sphinx>") for r in reqs)
     cpu = torch_matrix.requirements(
         torch_matrix.parse(["--torch", "2.14.1", "--cpu"]), ROOT / "pyproject.toml"

@@ -63,7 +63,7 @@ def tiny_notebook() -> dict:
             "source": PLAIN,
         },
     ]
-    return {"cells": cells, "metadata": {"course": {"budget_s": 5}}, "nbformat": 4, "nbformat_minor": 5}
+    return {"cells": cells, "metadata": {"course": {"budget_r": 2}}, "nbformat": 4, "nbformat_minor": 5}
 
 
 @pytest.fixture
