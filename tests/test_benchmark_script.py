@@ -243,6 +243,7 @@ def test_kernel(request, kernel):
 def test_the_plugin_gives_each_test_files_cpu_its_children_and_a_forked_kernel_included(tmp_path):
     for name, text in PLUGIN_TESTS.items():
         (tmp_path / name).write_text(text)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # pytest's root here, whatever lies above it
     command = [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "-q", str(tmp_path)]
     run, files = measure("plugin", "suite", command)
     assert run.status == 0, run.output

@@ -109,14 +109,17 @@ def _fork_caller(launcher: str, signals: str, script: str, temp: str) -> int:
 
 
 def _listening_ports(pid: int) -> set[int]:
-    """The TCP ports that `pid` and its descendants listen on."""
+    """The TCP ports that `pid` and its descendants listen on, less those this test process listens
+    on itself (a fork inherits them: another test's server in the same pytest worker is not the
+    launch's)."""
     ports = set()
     with contextlib.suppress(psutil.Error):
         family = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
         for proc in family:
             with contextlib.suppress(psutil.Error):
                 ports |= {c.laddr.port for c in proc.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
-    return ports
+    mine = {c.laddr.port for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    return ports - mine
 
 
 def _still_listening(ports: set[int], grace: float) -> set[int]:

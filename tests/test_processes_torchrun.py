@@ -286,7 +286,12 @@ def test_train_ddp_checks_before_it_touches_a_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(train_ddp.torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(train_ddp.torch.cuda, "set_device", must_not_run)
     monkeypatch.setattr(train_ddp.dist, "init_process_group", must_not_run)
-    monkeypatch.setenv("LOCAL_RANK", "1")
+    # what torchrun sets for the second of two processes on this machine
+    torchrun = {"RANK": "1", "LOCAL_RANK": "1", "GROUP_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
+    for name, value in torchrun.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")  # never used: the check stops main() before any connection
     monkeypatch.setattr(sys, "argv", ["train_ddp.py", "--out", str(tmp_path)])
     with pytest.raises(RuntimeError, match="LOCAL_RANK=1, but this machine shows only 1 GPU"):
         train_ddp.main()

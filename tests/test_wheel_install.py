@@ -102,7 +102,7 @@ def write_simple_index(root: Path, wheels: list[Path]) -> None:
         (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # closed when this file's tests end: a later test forks no listener
 def package_index(
     wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Path, list]]:
@@ -164,7 +164,7 @@ def run(command: list[str | Path] | str, env: dict[str, str], cwd: Path) -> subp
     return result
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def bundle_zip(package_index: tuple[str, Path, list], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`course.py bundle`'s archive, every wheel from the local index (the course's build backend too)."""
     url, _, _ = package_index
