@@ -122,14 +122,21 @@ def _breakable(line: str, cut: int) -> bool:
     return columns(before) == 2 or columns(after) == 2 or after == " "
 
 
+def _tokens(lines: list[str]) -> list[tokenize.TokenInfo] | None:
+    """The Python tokens of a cell's lines, its magics read as `pass`; None where it does not tokenize."""
+    masked = "\n".join("pass" if MAGIC.match(line) else line for line in lines)
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(masked).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+
+
 def fit_comments(code: str, width: int = WIDTH) -> str:
     """`code` with every comment that reaches past `width` broken into comment lines; a trailing
     comment that does moves onto its own lines above its code line."""
     lines = code.split("\n")
-    masked = "\n".join("pass" if MAGIC.match(line) else line for line in lines)
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(masked).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    tokens = _tokens(lines)
+    if tokens is None:
         return code
     comments = {t.start[0] - 1: t for t in tokens if t.type == tokenize.COMMENT}
     out: list[str] = []
@@ -186,10 +193,8 @@ def fit_strings(code: str, width: int = WIDTH) -> str:
     """`code` with each string that reaches past `width` inside brackets split into adjacent literals
     (the same value), the second on its own line below the first."""
     lines = code.split("\n")
-    masked = "\n".join("pass" if MAGIC.match(line) else line for line in lines)
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(masked).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    tokens = _tokens(lines)
+    if tokens is None:
         return code
     depth, splits = 0, {}
     for token in tokens:
@@ -234,10 +239,8 @@ def fit_docstrings(code: str, width: int = WIDTH) -> str:
     """`code` with each one-line docstring (a triple-quoted string that is a statement of its own)
     that reaches past `width` broken into lines at its indentation: a docstring's words, not a value."""
     lines = code.split("\n")
-    masked = "\n".join("pass" if MAGIC.match(line) else line for line in lines)
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(masked).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    tokens = _tokens(lines)
+    if tokens is None:
         return code
     statements = [
         t
