@@ -85,6 +85,9 @@ def verdicts_in_a_kernel(
     if pid == 0:  # the kernel: never returns into pytest
         try:
             os.close(read_end)
+            # A fork of a pytest worker whose OpenMP threads ran before: one thread, or a parallel
+            # region can wait forever for threads the fork did not copy (seen once in a full run).
+            torch.set_num_threads(1)
             for kind, fn in functions.items():
                 try:
                     verdict = check(fn)
