@@ -79,6 +79,8 @@ def trial(fn: Callable[..., Any], *args: Any, timeout: float | None = None) -> s
             os.close(read_end)
             isolate(parent)
             _quiet()
+            if "torch" in sys.modules:  # a fork of a kernel whose OpenMP threads ran: the fork has none
+                sys.modules["torch"].set_num_threads(1)
             with contextlib.suppress(BaseException):
                 fn(*args)
             os.write(write_end, b"1")
