@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import course_shell  # noqa: E402
 from course_shell import (  # noqa: E402
     CHINESE,
+    cli,
     env_python,
     exit_status,
     install,
@@ -108,15 +109,13 @@ course is set up: .venv/bin/jupyter lab --help
 """
 
 
-def lab_command(python: Path, rest: list[str], euid: int | None) -> list[str | Path]:
-    """JupyterLab's command line: notebook 00 unless an argument names a notebook or folder to open
-    (options alone keep it); as root (Docker, WSL, cloud shells) JupyterLab needs --allow-root."""
+def lab_command(python: Path, rest: list[str], euid: int | None) -> list[str]:
+    """JupyterLab's command line, as the student's command builds it: notebook 00 unless an argument
+    names a notebook or folder to open (options alone keep it), --allow-root as root."""
     opens_a_path = any(not arg.startswith("-") and (ROOT / arg).exists() for arg in rest)
-    first = [] if opens_a_path else [FIRST_NOTEBOOK]
-    command: list[str | Path] = [python, "-m", "jupyterlab", *rest, *first]
-    if euid == 0 and "--allow-root" not in rest:
-        print(say("Running as root: starting JupyterLab with --allow-root."), flush=True)
-        command.append("--allow-root")
+    command = cli.jupyterlab_command(python, rest, None if opens_a_path else FIRST_NOTEBOOK, euid)
+    if command[-1] == "--allow-root" and "--allow-root" not in rest:
+        print(say(cli.ROOT_NOTE), flush=True)
     return command
 
 

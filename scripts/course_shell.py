@@ -21,6 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+# The student's command (course_utils.cli, standard library only) shares its language and JupyterLab's
+# command line with course.py, which runs before .venv exists: import it from the clone's src/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+from course_utils import cli
+
 ROOT = Path(__file__).resolve().parent.parent
 # What pip prints when it cannot reach a package index (connection refused, DNS, proxy, timeout).
 NO_NETWORK = re.compile(
@@ -36,8 +41,8 @@ _SENT_BY_A_PROCESS = 0
 CAN_TELL_SENDER = hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask")
 
 
-LANGUAGE_VARIABLE = "COURSE_LANGUAGE"  # the course's language, as the notebooks' set-up cell sets it
-CHINESE = "zh-CN"
+LANGUAGE_VARIABLE = cli.LANGUAGE_VARIABLE  # the course's language, as the notebooks' set-up cell sets it
+CHINESE = cli.CHINESE
 chosen_language: str | None = None  # course.py's --language flag, when given
 # course.py's own messages in Chinese, by their English: course.py runs before polib is installed.
 CHINESE_MESSAGES = {
@@ -58,8 +63,6 @@ CHINESE_MESSAGES = {
     "install it with `sudo apt install python3-venv`, then run this again.": "创建 {name}/ 失败"
     "（{error}）。需要带 pip 的 Python venv 模块：在 Debian 或 Ubuntu 上用 `sudo apt install python3-venv` "
     "安装，然后重新运行。",
-    "Running as root: starting JupyterLab with --allow-root.": "以 root 身份运行：启动 JupyterLab 时加上 "
-    "--allow-root。",
     '"{command}" is not a command of course.py.': "“{command}”不是 course.py 的命令。",
     "No command given.": "没有给出命令。",
     "  [{time}] {count} packages found so far ({name})\n": "  [{time}] 已找到 {count} 个软件包（{name}）\n",
@@ -82,19 +85,17 @@ CHINESE_MESSAGES = {
 
 
 def language(env: dict[str, str] | None = None) -> str:
-    """course.py's language: its --language flag, else COURSE_LANGUAGE, else the locale (LC_ALL, LANG)."""
-    env = os.environ if env is None else env
-    candidates = [
-        chosen_language,
-        *(env.get(name) for name in (LANGUAGE_VARIABLE, "LC_ALL", "LC_MESSAGES", "LANG")),
-    ]
-    chosen = next((value.strip() for value in candidates if value and value.strip()), "en")
-    return CHINESE if chosen.lower().startswith("zh") else "en"
+    """course.py's language, chosen as the student's command chooses it: its --language flag, else
+    COURSE_LANGUAGE, else the locale (LC_ALL, LC_MESSAGES, LANG)."""
+    return cli.student_language(chosen_language, os.environ if env is None else env)
 
 
 def say(message: str) -> str:
-    """`message` (one of course.py's own) in course.py's language."""
-    return CHINESE_MESSAGES.get(message, message) if language() == CHINESE else message
+    """`message` (one of course.py's own, or of the student's command) in course.py's language."""
+    lang = language()
+    if lang == CHINESE and message in CHINESE_MESSAGES:
+        return CHINESE_MESSAGES[message]
+    return cli.say(message, lang)
 
 
 def env_python(env: Path) -> Path:

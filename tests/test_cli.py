@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,7 +165,7 @@ def test_lab_copies_the_course_then_execs_jupyterlab_in_the_copy(tmp_path, monke
     monkeypatch.chdir(tmp_path)  # lab changes the working folder: restored after the test
     monkeypatch.setattr(cli.os, "execv", lambda path, args: ran.append((Path.cwd(), path, args)))
     monkeypatch.setattr(
-        cli, "course_files", lambda *where: packaged(tmp_path, **{"00_start_here.ipynb": "nb"})
+        cli, "course_files", lambda *where, **kw: packaged(tmp_path, **{"00_start_here.ipynb": "nb"})
     )
     monkeypatch.setenv("COURSE_LANGUAGE", "en")
     assert cli.main(["lab", "here", "--no-browser", "--port=8899"]) == 0
@@ -172,6 +173,41 @@ def test_lab_copies_the_course_then_execs_jupyterlab_in_the_copy(tmp_path, monke
     assert cwd == (tmp_path / "here").resolve() and path == sys.executable
     assert args[3:5] == ["--no-browser", "--port=8899"] and "00_start_here.ipynb" in args
     assert "Copied 1 file of the course" in capsys.readouterr().out
+
+
+def test_a_chinese_student_reads_the_command_in_chinese(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(
+        cli,
+        "course_files",
+        lambda *where, **kw: packaged(tmp_path, **{"00_start_here.ipynb": "nb", "a.py": "a"}),
+    )
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    for name in ("COURSE_LANGUAGE", "LC_ALL", "LC_MESSAGES"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.main(["get", str(tmp_path / "course")]) == 0
+    out = capsys.readouterr().out
+    assert "的 2 个文件复制到" in out and "在 JupyterLab 里打开它：pytorch-on-gpus lab" in out
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    assert cli.main(["get", str(tmp_path / "mine")]) == 1
+    assert capsys.readouterr().err.startswith("pytorch-on-gpus：错误：")
+
+
+def test_every_message_has_its_chinese_with_the_same_fields():
+    field = re.compile(r"\{(\w*)\}")
+    for english, chinese in cli.CHINESE_MESSAGES.items():
+        assert re.search("[\u4e00-\u9fff]", chinese), english
+        assert sorted(field.findall(english)) == sorted(field.findall(chinese)), english
+
+
+def test_both_routes_build_jupyterlab_s_command_with_the_same_code(monkeypatch):
+    import course
+
+    built = []
+    monkeypatch.setattr(cli, "jupyterlab_command", lambda *args: built.append(args) or ["x"])
+    course.lab_command(Path("python"), ["--no-browser"], euid=1000)
+    cli.lab_command("zh-CN", ["--no-browser"], 1000)
+    assert [args[2] for args in built] == [course.FIRST_NOTEBOOK, "zh-CN/00_start_here.ipynb"]
 
 
 def test_lab_without_jupyterlab_names_the_extra_and_copies_nothing(tmp_path, monkeypatch, capsys):

@@ -367,7 +367,10 @@ def test_here_in_a_python_without_the_test_tools_names_the_pip_lines_and_makes_n
     """A fresh venv without pip, pytest, nbval or torch: --here says what is missing, and stops."""
     course_root = tmp_path / "course"
     (course_root / "scripts").mkdir(parents=True)
-    for name in ("course.py", "pyproject.toml", "scripts/course_shell.py"):
+    (course_root / "src/course_utils").mkdir(parents=True)
+    needed = ("course.py", "pyproject.toml", "scripts/course_shell.py")  # and what course_shell imports:
+    needed += tuple(f"src/course_utils/{name}.py" for name in ("__init__", "cli", "folders"))
+    for name in needed:
         (course_root / name).write_bytes((course.ROOT / name).read_bytes())
     bare = tmp_path / "bare"
     venv.EnvBuilder(with_pip=False).create(bare)

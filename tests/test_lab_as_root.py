@@ -16,7 +16,7 @@ def test_root_gets_allow_root_and_is_told_once(capsys):
 def test_other_users_and_windows_start_jupyterlab_unchanged(capsys):
     for euid in (1000, None):
         command = course.lab_command(Path("python"), ["notebooks/05_data_parallel.ipynb"], euid=euid)
-        assert command == [Path("python"), "-m", "jupyterlab", "notebooks/05_data_parallel.ipynb"]
+        assert command == ["python", "-m", "jupyterlab", "notebooks/05_data_parallel.ipynb"]
     assert capsys.readouterr().out == ""
 
 
@@ -33,3 +33,9 @@ def test_main_passes_the_real_user_id(monkeypatch):
     monkeypatch.setattr(course.os, "geteuid", lambda: 0, raising=False)
     assert course.main(["lab"]) == 0
     assert started[0][-1] == "--allow-root"
+
+
+def test_chinese_students_are_told_in_chinese(capsys, monkeypatch):
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh-CN")
+    course.lab_command(Path("python"), [], euid=0)
+    assert capsys.readouterr().out == "以 root 身份运行：启动 JupyterLab 时加上 --allow-root。\n"

@@ -39,13 +39,45 @@ LANGUAGE_VARIABLE = "COURSE_LANGUAGE"
 NOTEBOOK_PATTERNS = ("[0-9][0-9]_*.ipynb", "solutions/*.py")
 EDITION_FOLDERS = {"en": "", CHINESE: f"{CHINESE}/"}
 PACKAGE = Path(__file__).resolve().parent
+ROOT_NOTE = "Running as root: starting JupyterLab with --allow-root."
+# The command's messages in Chinese, by their English (templates for str.format). A dict, not the
+# course's gettext catalogs: course.py shows ROOT_NOTE before polib is installed.
+CHINESE_MESSAGES = {
+    "1 file": "1 个文件",
+    "{count} files": "{count} 个文件",
+    "{manifest} could not be read ({why}): every file that differs from the course's is treated as yours "
+    "and kept.": "无法读取 {manifest}（{why}）：凡是与课程的版本不同的文件，都当作你的文件保留。",
+    "Copied {files} of the course ({version}) into {folder}.": "已把课程（{version}）的 {files}复制到 "
+    "{folder}。",
+    "Updated {files} you had not changed to the course's {version}.": "已把你没有改过的 {files}更新为课程的 "
+    "{version} 版。",
+    "Kept {files} you changed (the course's version was not copied over them; `{program} get NEW_FOLDER` "
+    "makes a fresh copy):": "保留了你改过的 {files}（课程的版本没有覆盖它们；`{program} get 新文件夹` "
+    "会另做一份全新的副本）：",
+    "The course in {folder} is up to date ({version}).": "{folder} 里的课程已是最新的（{version}）。",
+    "Open it in JupyterLab: {program} lab {folder}": "在 JupyterLab 里打开它：{program} lab {folder}",
+    "this course_utils ({package}) carries no notebooks: install the course again with "
+    '`pip install --force-reinstall "{distribution}[lab]"`': "这个 course_utils（{package}）不带笔记本：请用 "
+    '`pip install --force-reinstall "{distribution}[lab]"` 重新安装课程',
+    "no notebooks in {notebooks}: install {distribution} again": "{notebooks} 里没有笔记本：请重新安装 "
+    "{distribution}",
+    'JupyterLab is not installed in this Python ({python}): `pip install "{distribution}[lab]"` brings '
+    "it": '这个 Python（{python}）没有安装 JupyterLab：`pip install "{distribution}[lab]"` 会装上它',
+    ROOT_NOTE: "以 root 身份运行：启动 JupyterLab 时加上 --allow-root。",
+    "{program}: error: {error}": "{program}：错误：{error}",
+}
+
+
+def say(message: str, language: str) -> str:
+    """`message`, one of the command's own (a key of CHINESE_MESSAGES, or English), in `language`."""
+    return CHINESE_MESSAGES.get(message, message) if language == CHINESE else message
 
 
 class Unavailable(RuntimeError):
     """What a command needs is not installed: the course's files in the package, or JupyterLab."""
 
 
-def course_locations(package: Path = PACKAGE) -> tuple[Path, dict[str, Path]]:
+def course_locations(package: Path = PACKAGE, language: str = "en") -> tuple[Path, dict[str, Path]]:
     """Where the course's files are: (the notebooks' folder, each edition's workers folder by its place in
     a copy). The installed package has course/, workers/ and workers_zh/; an editable install from a
     clone has none of them, and the clone's notebooks/ holds them."""
@@ -58,12 +90,15 @@ def course_locations(package: Path = PACKAGE) -> tuple[Path, dict[str, Path]]:
     if clone.is_dir():
         return clone, {"workers": clone / "workers", f"{CHINESE}/workers": clone / CHINESE / "workers"}
     raise Unavailable(
-        f"this course_utils ({package}) carries no notebooks: install the course again with "
-        f'`pip install --force-reinstall "{DISTRIBUTION}[lab]"`'
+        say(
+            "this course_utils ({package}) carries no notebooks: install the course again with "
+            '`pip install --force-reinstall "{distribution}[lab]"`',
+            language,
+        ).format(package=package, distribution=DISTRIBUTION)
     )
 
 
-def course_files(notebooks: Path, workers: Mapping[str, Path]) -> dict[str, Path]:
+def course_files(notebooks: Path, workers: Mapping[str, Path], language: str = "en") -> dict[str, Path]:
     """Every file of the course by its place in a copy ("00_start_here.ipynb", "zh-CN/workers/who_am_i.py"),
     each the file it comes from: both editions' notebooks and solutions, and their workers."""
     files = {}
@@ -76,7 +111,11 @@ def course_files(notebooks: Path, workers: Mapping[str, Path]) -> dict[str, Path
             if path.is_file() and path.name != "__init__.py":
                 files[f"{place}/{path.name}"] = path
     if not any(name.endswith(".ipynb") for name in files):
-        raise Unavailable(f"no notebooks in {notebooks}: install {DISTRIBUTION} again")
+        raise Unavailable(
+            say("no notebooks in {notebooks}: install {distribution} again", language).format(
+                notebooks=notebooks, distribution=DISTRIBUTION
+            )
+        )
     return files
 
 
@@ -85,9 +124,9 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _files(places: list[str]) -> str:
-    """ "1 file", "2 files"."""
-    return f"{len(places)} file{'' if len(places) == 1 else 's'}"
+def _files(places: list[str], language: str) -> str:
+    """ "1 file", "2 files", in `language`."""
+    return say("1 file" if len(places) == 1 else "{count} files", language).format(count=len(places))
 
 
 @dataclass
@@ -99,27 +138,44 @@ class Copied:
     updated: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     unreadable_manifest: str | None = None
+    language: str = "en"
 
     def report(self) -> str:
-        """What `get` says: what it copied, updated and kept, or that the copy was up to date."""
-        lines = []
+        """What `get` says, in the student's language: what it copied, updated and kept, or that the copy
+        was up to date."""
+        lang, lines = self.language, []
+        values = {"folder": self.folder, "version": __version__, "program": PROGRAM}
         if self.unreadable_manifest:
             lines.append(
-                f"{self.folder / MANIFEST} could not be read ({self.unreadable_manifest}): every file that "
-                "differs from the course's is treated as yours and kept."
+                say(
+                    "{manifest} could not be read ({why}): every file that differs from the course's is "
+                    "treated as yours and kept.",
+                    lang,
+                ).format(manifest=self.folder / MANIFEST, why=self.unreadable_manifest)
             )
         if self.copied:
-            lines.append(f"Copied {_files(self.copied)} of the course ({__version__}) into {self.folder}.")
+            lines.append(
+                say("Copied {files} of the course ({version}) into {folder}.", lang).format(
+                    files=_files(self.copied, lang), **values
+                )
+            )
         if self.updated:
-            lines.append(f"Updated {_files(self.updated)} you had not changed to the course's {__version__}.")
+            lines.append(
+                say("Updated {files} you had not changed to the course's {version}.", lang).format(
+                    files=_files(self.updated, lang), **values
+                )
+            )
         if self.kept:
             lines.append(
-                f"Kept {_files(self.kept)} you changed (the course's version was not copied over them; "
-                f"`{PROGRAM} get NEW_FOLDER` makes a fresh copy):"
+                say(
+                    "Kept {files} you changed (the course's version was not copied over them; "
+                    "`{program} get NEW_FOLDER` makes a fresh copy):",
+                    lang,
+                ).format(files=_files(self.kept, lang), **values)
             )
             lines += [f"  {name}" for name in self.kept]
         if not (self.copied or self.updated or self.kept):
-            lines.append(f"The course in {self.folder} is up to date ({__version__}).")
+            lines.append(say("The course in {folder} is up to date ({version}).", lang).format(**values))
         return "\n".join(lines)
 
 
@@ -146,20 +202,26 @@ def _writable(folder: Path, place: str) -> bool:
     return not (folder / path).exists() or (folder / path).is_file()
 
 
-def get(folder: Path, files: Mapping[str, Path] | None = None, command: str = f"{PROGRAM} get") -> Copied:
+def get(
+    folder: Path,
+    files: Mapping[str, Path] | None = None,
+    command: str = f"{PROGRAM} get",
+    language: str = "en",
+) -> Copied:
     """Copy the course into `folder`, never over a file the student changed, and record what was copied.
 
     `folder` must be missing, empty or a copy the course made (course_utils.folders: its marker);
     anything else raises NotOurFolder naming `command`. A file that is missing is copied; one that
     differs from the course's but still has the hash recorded when it was copied is updated; one that
-    differs from both is the student's and kept. `files` (place -> source) defaults to the course.
+    differs from both is the student's and kept. `files` (place -> source) defaults to the course;
+    `language` is the one its report and errors speak.
     """
     if files is None:
-        files = course_files(*course_locations())
+        files = course_files(*course_locations(language=language), language=language)
     folder = claim(Path(folder), command)
     manifest = folder / MANIFEST
     recorded, unreadable = read_manifest(manifest)
-    done, now = Copied(folder, unreadable_manifest=unreadable), {}
+    done, now = Copied(folder, unreadable_manifest=unreadable, language=language), {}
     for place, source in files.items():
         data = source.read_bytes()
         packaged, target = digest(data), folder / place
@@ -201,29 +263,39 @@ def student_language(chosen: str | None, env: Mapping[str, str]) -> str:
     return CHINESE if value.lower().startswith("zh") else "en"
 
 
-def lab_command(language: str, jupyter_args: Sequence[str], euid: int | None) -> list[str]:
-    """JupyterLab's command line, run from the copy: the edition's notebook 00; as root (Docker, WSL,
-    cloud shells) JupyterLab needs --allow-root."""
-    notebook = EDITION_FOLDERS[language] + FIRST_NOTEBOOK
-    command = [sys.executable, "-m", "jupyterlab", *jupyter_args, notebook]
+def jupyterlab_command(
+    python: str | os.PathLike[str], jupyter_args: Sequence[str], notebook: str | None, euid: int | None
+) -> list[str]:
+    """JupyterLab's command line for both routes (`course.py lab` in a clone, `pytorch-on-gpus lab` in a
+    copy): `python -m jupyterlab`, the student's options, the notebook to open (None: the ones they
+    named), and --allow-root as root (Docker, WSL, cloud shells), which JupyterLab needs there."""
+    command = [os.fspath(python), "-m", "jupyterlab", *jupyter_args, *([notebook] if notebook else [])]
     if euid == 0 and "--allow-root" not in jupyter_args:
         command.append("--allow-root")
     return command
+
+
+def lab_command(language: str, jupyter_args: Sequence[str], euid: int | None) -> list[str]:
+    """JupyterLab's command line, run from the copy: the edition's notebook 00."""
+    return jupyterlab_command(sys.executable, jupyter_args, EDITION_FOLDERS[language] + FIRST_NOTEBOOK, euid)
 
 
 def lab(folder: Path, language: str, jupyter_args: Sequence[str]) -> int:
     """Bring the copy in `folder` up to date (`get`), then replace this process by JupyterLab in it."""
     if importlib.util.find_spec("jupyterlab") is None:
         raise Unavailable(
-            f"JupyterLab is not installed in this Python ({sys.executable}): "
-            f'`pip install "{DISTRIBUTION}[lab]"` brings it'
+            say(
+                'JupyterLab is not installed in this Python ({python}): `pip install "{distribution}[lab]"` '
+                "brings it",
+                language,
+            ).format(python=sys.executable, distribution=DISTRIBUTION)
         )
-    done = get(folder, command=f"{PROGRAM} lab")
+    done = get(folder, command=f"{PROGRAM} lab", language=language)
     print(done.report(), flush=True)
     euid = os.geteuid() if hasattr(os, "geteuid") else None  # Windows has no user ids
     command = lab_command(language, jupyter_args, euid)
     if command[-1] == "--allow-root":
-        print("Running as root: starting JupyterLab with --allow-root.", flush=True)
+        print(say(ROOT_NOTE, language), flush=True)
     os.chdir(done.folder)  # JupyterLab serves the folder it starts in
     if os.name == "nt":  # no exec there that keeps the console's Ctrl-C
         return subprocess.call(command)
@@ -271,16 +343,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, rest = parser().parse_known_args(argv)
     if args.command == "get" and rest:
         parser().error(f"unrecognized arguments: {' '.join(rest)}")
+    language = student_language(getattr(args, "language", None), os.environ)
     try:
         if args.command == "get":
-            done = get(Path(args.folder))
+            done = get(Path(args.folder), language=language)
             print(done.report())
             if done.copied:
-                print(f"Open it in JupyterLab: {PROGRAM} lab {args.folder}")
+                print(
+                    say("Open it in JupyterLab: {program} lab {folder}", language).format(
+                        program=PROGRAM, folder=args.folder
+                    )
+                )
             return 0
-        return lab(Path(args.folder), student_language(args.language, os.environ), rest)
+        return lab(Path(args.folder), language, rest)
     except (NotOurFolder, Unavailable, OSError) as err:
-        print(f"{PROGRAM}: error: {err}", file=sys.stderr)
+        print(say("{program}: error: {error}", language).format(program=PROGRAM, error=err), file=sys.stderr)
         return 1
 
 
