@@ -15,171 +15,22 @@ in `finally` blocks whatever happens.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import secrets
-import shutil
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from browser import artifact_dir, chromium_page
+from browser import Lab, artifact_dir, chromium_page, jupyterlab, report_page, run_all_cells
 from notebook_hygiene import ROOT
 
 NOTEBOOK = ROOT / "notebooks" / "04_choosing_gpus.ipynb"
-SERVER_START_S = 40
-
-
-# JupyterLab lost the port it picked to another process between picking and listening: start again.
-PORT_TAKEN = ("is not available", "is already in use")
-STARTS = 3
-
-
-def served_port(runtime: Path, proc: subprocess.Popen, deadline: float) -> int | None:
-    """The port JupyterLab listens on (it picks a free one: port 0), from the server file it writes in
-    its runtime dir once listening; None when the process ended first."""
-    info = runtime / f"jpserver-{proc.pid}.json"
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            return int(json.loads(info.read_text(encoding="utf-8"))["port"])
-        except (OSError, ValueError, KeyError):
-            time.sleep(0.2)
-    return None
-
-
-@dataclass
-class Lab:
-    """A running JupyterLab: its base URL, token and the folder it serves."""
-
-    url: str
-    token: str
-    root: Path
-
-
-def _get(url: str, timeout: float = 2) -> int:
-    """HTTP status of a GET, 0 when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status
-    except (urllib.error.URLError, OSError):
-        return 0
-
-
-def wait_for_idle_kernel(lab: Lab, timeout: float = 40) -> None:
-    """Wait until the page's kernel runs, is idle and connected (Run All before that may do nothing)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        auth = {"Authorization": f"token {lab.token}"}
-        request = urllib.request.Request(f"{lab.url}/api/kernels", headers=auth)
-        try:
-            with urllib.request.urlopen(request, timeout=2) as response:
-                kernels = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError):
-            kernels = []
-        if any(k.get("execution_state") == "idle" and k.get("connections", 0) > 0 for k in kernels):
-            return
-        time.sleep(0.3)
-    pytest.fail(f"no idle kernel within {timeout} s")
-
-
-def _stop(proc: subprocess.Popen, lab: Lab) -> None:
-    """Ask the server to shut down (it stops its kernels), then terminate, then kill its process group."""
-    if proc.poll() is None:
-        request = urllib.request.Request(
-            f"{lab.url}/api/shutdown", method="POST", headers={"Authorization": f"token {lab.token}"}
-        )
-        try:
-            urllib.request.urlopen(request, timeout=5).close()
-        except (urllib.error.URLError, OSError):
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-    try:  # anything left in the server's own process group (kernels, their children)
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait(timeout=5)
 
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
     """JupyterLab serving a temporary copy of notebook 04, on loopback only, stopped afterwards."""
-    root = tmp_path / "root"
-    root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
-    home = tmp_path / "jupyter"
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
-        "IPYTHONDIR": str(home / "ipython"),
-        "JUPYTER_PLATFORM_DIRS": "1",
-    }
-    settings = {  # start the kernel without asking, render every cell (not only those in view), no news
-        "notebook-extension/tracker": {"autoStartDefaultKernel": True, "windowingMode": "none"},
-        "apputils-extension/notification": {"fetchNews": "false"},
-    }
-    for name, values in settings.items():
-        target = home / "settings" / "@jupyterlab" / f"{name}.jupyterlab-settings"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(values), encoding="utf-8")
-    token = secrets.token_hex(16)
-    command = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        "--ServerApp.port=0",  # a free port, chosen by the server itself: no port picked here and released
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        "--LabApp.news_url=",
-        "--LabApp.extension_manager=readonly",
-        "--ServerApp.terminals_enabled=False",
-    ]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers and CI often run as root
-        command.append("--allow-root")
-    log_path = tmp_path / "jupyterlab.log"
-    for _ in range(STARTS):
-        with log_path.open("w") as log:
-            proc = subprocess.Popen(
-                command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        lab = Lab(url="http://127.0.0.1:0", token=token, root=root)
-        try:
-            deadline = time.monotonic() + SERVER_START_S
-            port = served_port(home / "runtime", proc, deadline)
-            lab.url = f"http://127.0.0.1:{port}"
-            while port is None or _get(f"{lab.url}/api/status?token={token}") != 200:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
-            else:
-                yield lab
-                return
-            if proc.poll() is None or not any(taken in log_path.read_text() for taken in PORT_TAKEN):
-                pytest.fail(f"JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
-        finally:
-            _stop(proc, lab)  # also after a start that lost its port, before the next
-    pytest.fail(f"JupyterLab lost its port {STARTS} times:\n{log_path.read_text()[-3000:]}")
+    with jupyterlab(tmp_path, NOTEBOOK) as running:
+        yield running
 
 
 @pytest.fixture
@@ -199,13 +50,7 @@ def test_picker_renders_and_reacts_in_a_real_browser(browser_page, lab, tmp_path
     started = time.monotonic()
     shot = artifact_dir(tmp_path) / "04_gpu_picker.png"
     try:
-        page.goto(f"{lab.url}/lab/tree/{NOTEBOOK.name}?token={lab.token}", wait_until="domcontentloaded")
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for(state="visible")
-        wait_for_idle_kernel(lab)
-        expect(page.locator(".jp-Dialog")).to_have_count(0)  # no kernel dialog: the settings above
-
-        page.get_by_role("menuitem", name="Run", exact=True).click()
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        run_all_cells(page, lab, NOTEBOOK.name)
 
         picker = page.locator(".gpu-picker.gpu-picker-demo").first
         picker.wait_for(state="attached", timeout=60_000)
@@ -248,13 +93,6 @@ def test_picker_renders_and_reacts_in_a_real_browser(browser_page, lab, tmp_path
         picker.screenshot(path=str(widget_shot))
         print(f"widget screenshot: {widget_shot}")
     finally:
-        prompts = page.locator(".jp-InputArea-prompt").all_inner_texts()
-        print("execution prompts:", " ".join(p.strip() for p in prompts))
-        print("console errors:", "\n".join(c for c in console if c.startswith("error"))[-2000:])
-        try:
-            page.screenshot(path=str(shot), timeout=10_000)
-            print(f"screenshot: {shot}")
-        except Exception as err:  # never hide the test's own failure behind a failed screenshot
-            print(f"no screenshot ({type(err).__name__}: {err})")
+        report_page(page, console, shot)
     print(f"browser part took {time.monotonic() - started:.1f} s")
     assert hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest() == original, "the repository's notebook changed"

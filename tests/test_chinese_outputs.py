@@ -45,12 +45,7 @@ ALLOWED = {
     "the same code, so they print the same line (07)",
 }
 # Notebooks whose English lines another change removes, and what it must translate; strict xfail.
-PENDING = {
-    "14_pipeline_context_and_expert_parallel.ipynb": "the schedule label 'interleaved'",
-    "15_capstone_train_a_transformer.ipynb": "the key 'AdamW state' and the generated text's line",
-    "16_plan_a_real_run.ipynb": "the planner's labels 'RoPE cos and sin, token ids (int64)' and the launch "
-    "script's comment '# in train.py: ...'",
-}
+PENDING: dict[str, str] = {}
 
 HAN = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
 QUOTES_FOREIGN_TEXT = re.compile(

@@ -19,7 +19,7 @@ course_utils.worker_env 里。
 下一轮的编号、采样器状态），所有 rank 在一个 barrier 处等它写完。`--crash-in-epoch E` 让 rank 1
 在第 E 轮中途抛出异常，只抛一次：只在第一次尝试中（TORCHELASTIC_RESTART_COUNT=0，且
 SLURM_RESTART_COUNT=0 或未设置）。有 `--max-restarts=1` 时，torchrun 随后停掉另一个 rank，把两个
-都重新启动，它们从最后一个快照恢复训练；用 `scontrol requeue` 重新排队的 SLURM 作业也以同样的方式
+都重新启动，它们从最后一个快照恢复训练；用 `scontrol requeue` 重新排队的 SLURM 任务也以同样的方式
 恢复。rank 0 把最终权重保存到 `--out/final.pt`；每个 rank 打印一行 JSON。
 """
 
