@@ -1,0 +1,1 @@
+../../workers/slow_samples.py
