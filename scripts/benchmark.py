@@ -33,7 +33,7 @@ The targets (CONTRIBUTING.md): a notebook alone <= its `course.budget_r` (at mos
 has none), its kernel and children <= 1.5 GiB; each edition's notebook suite <= 24 R; a parallel run
 <= 3 GiB; the whole test <= 140 R, keeping at least 0.9 of the CPUs busy (1.8 of 2); a 2-rank launch
 <= 1.05x a bare fork. A notebook's `course.floor_r` (with its `floor_why`), where it states one, is
-printed beside the figures.
+printed beside the figures, and is its time target where it is above its budget_r.
 
 Everything measured goes to `--json FILE` (relative to the course root; default build/bench.json):
     schema      1
@@ -295,8 +295,9 @@ def measure_launch() -> dict[str, Any]:
 
 
 def notebook_target_r(run: Measured) -> float:
-    """A notebook's time alone, at most: its budget_r, or NOTEBOOK_BUDGET_R where it has none."""
-    return run.budget_r or NOTEBOOK_BUDGET_R
+    """A notebook's time alone, at most: its budget_r (NOTEBOOK_BUDGET_R where it has none), or the floor
+    it states where that is higher: the least its lesson takes, which no budget can ask it to beat."""
+    return max(run.budget_r or NOTEBOOK_BUDGET_R, run.floor_r or 0.0)
 
 
 def run_target_r(run: Measured) -> float | None:
@@ -480,7 +481,7 @@ def markdown(bench: Bench) -> str:
         rows += [
             (
                 f"a notebook alone, kernel start to last cell (closest to its budget: {nearest.name})",
-                f"its `budget_r`, at most {NOTEBOOK_BUDGET_R:g} R",
+                f"its `budget_r`, at most {NOTEBOOK_BUDGET_R:g} R, or its `floor_r`",
                 f"{nearest.seconds:.1f} s",
                 f"{nearest.seconds / r:.1f} R of {notebook_target_r(nearest):g} R",
                 kept(sum("time" in misses(bench, run) for run in notebooks), len(notebooks)),

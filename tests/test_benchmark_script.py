@@ -113,6 +113,11 @@ def test_what_misses_its_target_is_named_and_a_target_met_exactly_is_kept(record
     assert verdicts(slow_launch)[-1] == "OVER BUDGET: a 2-rank launch took 1.10x a bare fork (budget 1.05x)"
     failed_launch = replace(recorded, launch={"launch_s": None, "floor_s": None, "status": 3})
     assert verdicts(failed_launch)[-1].startswith("FAILED: the 2-rank launch (launch_floor.py, exit status 3")
+    floored = replace(recorded.runs[1], peak_mib=500.0, budget_r=6, floor_r=8.0, seconds=20.0)  # 8 R
+    assert verdicts(replace(recorded, runs=[floored], launch=None)) == []
+    assert verdicts(replace(recorded, runs=[replace(floored, seconds=20.1)], launch=None)) == [
+        "OVER BUDGET: 01_b.ipynb took 20.1 s alone = 8.0 R (budget 8 R = 20.0 s)"
+    ]
     kept = [run for run in recorded.runs if run.name in ("00_a.ipynb", WHOLE)]
     busy = replace(kept[1], cpu_s=630.0)  # 1.80 cores: on the target
     assert verdicts(replace(recorded, runs=[kept[0], busy], launch=None)) == []
@@ -143,7 +148,7 @@ def test_contributings_table_holds_each_target_and_its_figure(recorded):
     assert rows[2:4] == ["| figure | target | measured | in R | kept |", "|---|---|---|---|---|"]
     assert (
         "| a notebook alone, kernel start to last cell (closest to its budget: 01_b.ipynb) | its `budget_r`, "
-        "at most 6 R | 10.0 s | 4.0 R of 3 R | no: 2 of 3 over |"
+        "at most 6 R, or its `floor_r` | 10.0 s | 4.0 R of 3 R | no: 2 of 3 over |"
     ) in rows
     assert "| zh-CN notebook suite, parallel (2 workers) | <= 24 R | 62.5 s | 25.0 R | no |" in rows
     assert "| English notebook suite, parallel (2 workers) | <= 24 R | 60.0 s | 24.0 R | yes |" in rows
