@@ -184,17 +184,22 @@ def test_a_caller_killed_outright_leaves_nothing(places, launcher, moment):
 def test_ctrl_c_while_ranks_start_stops_the_launch(places, delay):
     """An interrupt that arrives while ranks are being forked is not lost in a fork hook."""
     temp, _, _ = places
+    # Held until the child's own handler is in place: on a busy machine the child may not have run a
+    # line when the SIGINT comes, and this process's handler would raise it outside the child's `try`.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             tempfile.tempdir = temp
             launch(time.sleep, 32, args=(600,), timeout=120)
         except KeyboardInterrupt:
             code = 3
         finally:
             os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     time.sleep(delay)
     os.kill(pid, signal.SIGINT)
     deadline = time.monotonic() + 60  # far less than the launch's timeout of 120 s

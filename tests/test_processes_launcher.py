@@ -825,6 +825,11 @@ def test_a_thread_with_autograds_name_is_seen_in_this_process():
     finally:
         done.set()
         thread.join()
+    # join() returns when the thread's Python code ends; the system thread, still named, exits just after.
+    task = Path(f"/proc/self/task/{thread.native_id}")
+    deadline = time.monotonic() + 30
+    while task.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     if torch.version.cuda is None:  # a CPU build never starts them, backward() or not
         torch.nn.Linear(2, 1)(torch.ones(1, 2)).sum().backward()
         assert not launcher._autograd_threads_started()
