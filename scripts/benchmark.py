@@ -33,7 +33,9 @@ The targets (CONTRIBUTING.md): a notebook alone <= its `course.budget_r` (at mos
 has none), its kernel and children <= 1.5 GiB; each edition's notebook suite <= 24 R; a parallel run
 <= 3 GiB; the whole test <= 140 R, keeping at least 0.9 of the CPUs busy (1.8 of 2); a 2-rank launch
 <= 1.05x a bare fork. A notebook's `course.floor_r` (with its `floor_why`), where it states one, is
-printed beside the figures, and is its time target where it is above its budget_r.
+printed beside the figures, and is its time target where it is above its budget_r. A suite's and the
+whole test's CPU floor, their CPU seconds over the cores, is the least wall time any order of their
+tests can reach: where it is above the target, only spending less CPU can meet it.
 
 Everything measured goes to `--json FILE` (relative to the course root; default build/bench.json):
     schema      1
@@ -322,6 +324,12 @@ def busy_cores(run: Measured) -> float:
     return run.cpu_s / run.seconds if run.seconds > 0 else 0.0
 
 
+def cpu_floor_s(bench: Bench, run: Measured) -> float:
+    """The least wall time a parallel run's CPU allows: its CPU seconds spread over every core. No order
+    of its tests finishes sooner; only spending less CPU does."""
+    return run.cpu_s / bench.cpus
+
+
 def launch_ratio(bench: Bench) -> float | None:
     """The 2-rank launch's time over the bare fork's (None: not measured)."""
     if not bench.launch or bench.launch["status"] != 0:
@@ -426,13 +434,22 @@ def table(bench: Bench) -> list[str]:
 
 
 def notes(bench: Bench) -> list[str]:
-    """The floors the notebooks state, and which notebooks have no budget_r of their own."""
+    """The floors the notebooks state, the CPU floors of the suites and the whole test, and which
+    notebooks have no budget_r of their own."""
     notebooks = [run for run in bench.runs if run.kind == "notebook"]
     lines = [
         f"{run.name}: its floor is {run.floor_r:g} R = {run.floor_r * bench.r:.1f} s: {run.floor_why}"
         for run in notebooks
         if run.floor_r is not None
     ]
+    for run in bench.runs:
+        target = run_target_r(run)
+        if run.kind in ("suite", "whole test") and target is not None:
+            floor, most = cpu_floor_s(bench, run), target * bench.r * bench.cpus
+            lines.append(
+                f"{run.name}: its CPU floor is {floor:.1f} s = {floor / bench.r:.1f} R ({run.cpu_s:.1f} "
+                f"CPU s over {bench.cpus} cores); {target:g} R needs at most {most:.0f} CPU s"
+            )
     lacking = [run.name for run in notebooks if run.budget_r is None]
     if lacking:
         lines.append(f"Without course.budget_r (held to {NOTEBOOK_BUDGET_R:g} R): {', '.join(lacking)}")
@@ -507,6 +524,17 @@ def markdown(bench: Bench) -> str:
                 kept("time" in missed) if target else "",
             )
         )
+        if target:
+            floor = cpu_floor_s(bench, run)
+            rows.append(
+                (
+                    f"its CPU floor: {run.cpu_s:.0f} CPU s over {bench.cpus} cores",
+                    f"<= {target:g} R",
+                    f"{floor:.1f} s",
+                    f"{floor / r:.1f} R",
+                    kept(floor > target * r),
+                )
+            )
         if run.kind == "whole test":
             rows.append(
                 (

@@ -140,6 +140,15 @@ def test_the_costliest_twenty_files_come_first_and_the_floors_and_missing_budget
     assert lines[start + 22] != "" and "tests/test_04.py" not in "\n".join(lines)
     assert "01_b.ipynb: its floor is 2 R = 5.0 s: it trains a model for 20 steps" in lines
     assert "Without course.budget_r (held to 6 R): zh-CN/00_a.ipynb" in lines
+    assert (  # 623 CPU s over 2 cores; 140 R x 2.5 s x 2 cores
+        f"{WHOLE}: its CPU floor is 311.5 s = 124.6 R (623.0 CPU s over 2 cores); "
+        "140 R needs at most 700 CPU s"
+    ) in lines
+    assert (
+        "zh-CN notebook suite, parallel (2 workers): its CPU floor is 57.5 s = 23.0 R (115.0 CPU s over 2 "
+        "cores); 24 R needs at most 120 CPU s"
+    ) in lines
+    assert not any(line.startswith("unit tests, parallel: its CPU floor") for line in lines)  # no target
 
 
 def test_contributings_table_holds_each_target_and_its_figure(recorded):
@@ -156,6 +165,10 @@ def test_contributings_table_holds_each_target_and_its_figure(recorded):
         "| cores kept busy during the whole test (623 CPU s in 350 s) | >= 1.8 of 2 | 1.78 |  | no |" in rows
     )
     assert "| a 2-rank launch against a bare fork | <= 1.05x | 1.00x |  | yes |" in rows
+    whole = rows.index(f"| {WHOLE} | <= 140 R | 350.0 s | 140.0 R | yes |")
+    assert rows[whole + 1] == "| its CPU floor: 623 CPU s over 2 cores | <= 140 R | 311.5 s | 124.6 R | yes |"
+    over = markdown(replace(recorded, runs=[replace(recorded.runs[-1], cpu_s=701.0)])).splitlines()
+    assert "| its CPU floor: 701 CPU s over 2 cores | <= 140 R | 350.5 s | 140.2 R | no |" in over
 
 
 def test_bench_json_holds_every_figure_and_replays_to_the_same_report(recorded, tmp_path, capsys):
