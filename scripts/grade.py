@@ -12,8 +12,9 @@ course's own copy of every cell but the student's answers, by `grade_runner.py` 
 see that script, and the report's last section for what was and was not applied. Submissions run
 in parallel (`--jobs`, default: the machine's CPUs), each independent of the others: one can fail
 only itself. A line says each result as it comes; Ctrl-C stops the run and still writes the
-report of what was graded. The report (`grade_report`) goes to DIR/grades.csv and
-DIR/grades.html, in the language of `--language`, else of COURSE_LANGUAGE or the locale.
+report of what was graded (a second Ctrl-C stops at once). The report (`grade_report`) goes to
+DIR/grades.csv and DIR/grades.html, in the language of `--language`, else of COURSE_LANGUAGE or the
+locale.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ KEPT_VARIABLES = (
 )
 SUBMISSION_MARK = "COURSE_GRADE_SUBMISSION"  # in every sandboxed process's environment: one value each
 INTERRUPTED = 130
+POLL_SECONDS = 0.2  # how often the main loop looks for a Ctrl-C between two results
 
 
 def positive(kind: type) -> Any:
@@ -479,9 +481,25 @@ def course_watchdog() -> ModuleType:
     return module
 
 
-def interrupt_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM (a stop button, `kill`) stops the run as Ctrl-C does: with the report of what was graded."""
-    raise KeyboardInterrupt
+def stop_on_signals(stop: threading.Event) -> threading.Event:
+    """Ctrl-C and SIGTERM (a stop button, `kill`) set `stop`, which every sandbox watches, and the event
+    returned, which the main loop watches; a Ctrl-C after either raises KeyboardInterrupt at once.
+
+    The handler only sets events. A KeyboardInterrupt raised by the default handler is lost when it
+    lands while the main thread runs a finalizer (printed as "Exception ignored"), and the grading ran on.
+    """
+    asked = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        asked.set()
+        stop.set()
+        if signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started ignoring it
+        signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return asked
 
 
 def run(options: argparse.Namespace, language: str) -> int:
@@ -498,11 +516,15 @@ def run(options: argparse.Namespace, language: str) -> int:
         if not applied:
             print(line, flush=True)
     results: dict[Submission, Result] = {}
-    signal.signal(signal.SIGTERM, interrupt_on_sigterm)
+    asked = stop_on_signals(sandbox.stop)
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(grade_one, submission, sandbox, watchdog): submission for submission in todo}
-        try:
-            for future in concurrent.futures.as_completed(futures):
+        pending = set(futures)
+        while pending and not asked.is_set():
+            done, pending = concurrent.futures.wait(
+                pending, timeout=POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in sorted(done, key=lambda future: todo.index(futures[future])):
                 result = results[futures[future]] = future.result()
                 what = result.outcome(language) + (f" ({result.notebook})" if result.graded else "")
                 print(
@@ -519,13 +541,12 @@ def run(options: argparse.Namespace, language: str) -> int:
                     ),
                     flush=True,
                 )
-        except KeyboardInterrupt:
-            sandbox.stop.set()
+        if asked.is_set():
             status = INTERRUPTED
             print(say("stopping", language), flush=True)
             for future, submission in futures.items():
                 future.cancel()
-                if not future.cancelled():
+                if not future.cancelled() and submission not in results:
                     results[submission] = future.result()
     stopped = [Result(s.path, s.student, s.shown, reason="stopped") for s in todo if s not in results]
     ordered = [results[s] for s in todo if s in results] + stopped

@@ -382,6 +382,31 @@ def test_ctrl_c_stops_cleanly_with_the_report_of_what_was_graded(tmp_path):
 # The pieces, without a kernel.
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_that_lands_in_a_finalizer_still_stops_the_grading(signum):
+    """Python's own Ctrl-C, a KeyboardInterrupt raised inside a __del__, is printed as ignored and lost;
+    the grader's handler only sets events, which nothing drops. A Ctrl-C after it raises at once."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a Python started in a terminal
+    try:
+        stop = threading.Event()
+        asked = grade.stop_on_signals(stop)
+
+        class Finalized:
+            def __del__(self) -> None:
+                os.kill(os.getpid(), signum)
+
+        Finalized()  # the handler runs inside __del__
+        assert asked.is_set() and stop.is_set()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # a Ctrl-C now stops at once
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            threading.Event().wait(10)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def test_a_submission_is_recognised_by_its_cells_not_its_name():
     english = json.loads((ROOT / "notebooks" / "02_tensors_on_devices.ipynb").read_text(encoding="utf-8"))
     chinese = json.loads(
