@@ -41,11 +41,11 @@ from course_shell import (  # noqa: E402
     exit_status,
     install,
     lint_and_test,
+    pytest_workers,
     requirement_name,
     requirements_for_tests,
     run,
     say,
-    worker_count,
 )
 
 VENV = ROOT / ".venv"
@@ -129,8 +129,9 @@ TEST_HELP = f"""\
 Run ruff, then pytest: every unit test and every notebook under strict nbval, or the pytest
 ARGUMENTs given (paths, -k EXPR, -x, ...: any argument not listed below goes to pytest).
 
-pytest runs in parallel over this machine's CPUs ({worker_count()} here) with pytest-xdist: each
-notebook's cells in order in one worker, the unit tests spread module by module.
+pytest runs in parallel with pytest-xdist, one worker more than this machine's CPUs ({pytest_workers()}
+here: part of the time a test waits rather than computes): each notebook's cells in order in one
+worker, the unit tests spread module by module.
   -n 0                        run serially, in one process (for debugging: --pdb, -s, print())
   -n N                        N workers instead
 

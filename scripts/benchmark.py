@@ -31,16 +31,19 @@ scheduler's input: `course.py test --store-durations`.)
 
 The targets (CONTRIBUTING.md): a notebook alone <= its `course.budget_r` (at most 6 R, 6 R where it
 has none), its kernel and children <= 1.5 GiB; each edition's notebook suite <= 24 R; a parallel run
-<= 3 GiB; the whole test <= 140 R, keeping at least 0.9 of the CPUs busy (1.8 of 2); a 2-rank launch
-<= 1.05x a bare fork. A notebook's `course.floor_r` (with its `floor_why`), where it states one, is
-printed beside the figures, and is its time target where it is above its budget_r. A suite's and the
-whole test's CPU floor, their CPU seconds over the cores, is the least wall time any order of their
-tests can reach: where it is above the target, only spending less CPU can meet it.
+<= 1.5 GiB for each worker; the whole test <= 140 R, keeping at least 0.9 of the CPUs busy (1.8 of
+2); a 2-rank launch <= 1.05x a bare fork. A notebook's `course.floor_r` (with its `floor_why`),
+where it states one, is printed beside the figures, and is its time target where it is above its
+budget_r. A suite's and the whole test's CPU floor, their CPU seconds over the cores, is the least
+wall time any order of their tests can reach: where it is above the target, only spending less CPU
+can meet it.
 
 Everything measured goes to `--json FILE` (relative to the course root; default build/bench.json):
     schema      1
     measured    when (ISO 8601, with the local offset)
-    cpus        the CPUs this process may use: a parallel run's workers
+    cpus        the CPUs this process may use
+    workers     a parallel run's pytest workers (`course.py test`'s: one more than the CPUs, as many
+                as the memory holds at 1.5 GiB each); absent in a file written before it: the CPUs
     r_runs_s    the 3 wall times of `python -c "import torch"`, seconds; R is their median
     runs        each run: name, kind ("notebook", "suite", "unit tests", "whole test"), seconds,
                 cpu_s, peak_mib, status (exit status); a notebook's also budget_r, floor_r, floor_why
@@ -79,7 +82,7 @@ from typing import Any
 import psutil
 from bench_plugin import MODULE, PLUGINS_VARIABLE, RECORDS_VARIABLE, FileCost, read_records
 from command_help import command_parser
-from course_shell import ROOT, pytest_command, worker_count
+from course_shell import ROOT, pytest_command, pytest_workers, worker_count
 from notebook_args import NOTEBOOKS, notebooks_from_args
 
 # The targets (CONTRIBUTING.md), for a machine that runs nothing else. R: the median wall time of
@@ -89,7 +92,7 @@ R_RUNS = 3
 NOTEBOOK_BUDGET_R = 6.0  # one notebook alone; its metadata `course.budget_r` may ask for less
 NOTEBOOK_MEMORY_MIB = 1536.0  # one notebook's kernel and children: Binder gives 2 GiB
 SUITE_BUDGET_R = 24.0  # each edition's notebook suite, in parallel
-RUN_MEMORY_MIB = 3072.0  # every process of a parallel run together
+RUN_MEMORY_MIB = NOTEBOOK_MEMORY_MIB  # every process of a parallel run together, for each worker
 WHOLE_BUDGET_R = 140.0  # `course.py test` after set-up
 BUSY_SHARE = 0.9  # of the CPUs, kept busy on average during the whole test: 1.8 of 2
 LAUNCH_RATIO = 1.05  # a 2-rank launch against a bare fork of the same job
@@ -133,6 +136,7 @@ class Bench:
     runs: list[Measured]
     files_cpu_s: dict[str, float] = field(default_factory=dict)
     launch: dict[str, Any] | None = None  # launch_s, floor_s (None: not measured) and status
+    workers: int | None = None  # a parallel run's; None (an older bench.json): as many as the CPUs
 
     @property
     def r(self) -> float:
@@ -309,9 +313,10 @@ def run_target_r(run: Measured) -> float | None:
     return {"suite": SUITE_BUDGET_R, "whole test": WHOLE_BUDGET_R}.get(run.kind)
 
 
-def memory_target_mib(run: Measured) -> float:
-    """A run's memory target: a notebook's kernel and children, or every process of a parallel run."""
-    return NOTEBOOK_MEMORY_MIB if run.kind == "notebook" else RUN_MEMORY_MIB
+def memory_target_mib(bench: Bench, run: Measured) -> float:
+    """A run's memory target: a notebook's kernel and children, or every process of a parallel run
+    (as much for each worker: a worker runs one notebook at a time)."""
+    return NOTEBOOK_MEMORY_MIB if run.kind == "notebook" else RUN_MEMORY_MIB * (bench.workers or bench.cpus)
 
 
 def busy_target(bench: Bench) -> float:
@@ -343,7 +348,7 @@ def misses(bench: Bench, run: Measured) -> list[str]:
     missed = []
     if target is not None and run.seconds > target * bench.r:
         missed.append("time")
-    if run.peak_mib > memory_target_mib(run):
+    if run.peak_mib > memory_target_mib(bench, run):
         missed.append("memory")
     if run.kind == "whole test" and busy_cores(run) < busy_target(bench):
         missed.append("cores")
@@ -368,7 +373,7 @@ def verdicts(bench: Bench) -> list[str]:
         if "memory" in missed:
             problems.append(
                 f"OVER BUDGET: {run.name} peaked at {run.peak_mib:.0f} MiB "
-                f"(budget {memory_target_mib(run):.0f} MiB)"
+                f"(budget {memory_target_mib(bench, run):.0f} MiB)"
             )
         if "cores" in missed:
             problems.append(
@@ -388,12 +393,13 @@ def verdicts(bench: Bench) -> list[str]:
     return problems
 
 
-def targets_line(cpus: int) -> str:
+def targets_line(cpus: int, workers: int) -> str:
     """The targets, stated in R with the numbers they hold."""
     return (
         f"Targets: a notebook alone (kernel start to last cell) <= its budget_r, at most "
         f"{NOTEBOOK_BUDGET_R:g} R, its kernel and children <= {NOTEBOOK_MEMORY_MIB:.0f} MiB; each edition's "
-        f"notebook suite <= {SUITE_BUDGET_R:g} R; a parallel run <= {RUN_MEMORY_MIB:.0f} MiB; the whole "
+        f"notebook suite <= {SUITE_BUDGET_R:g} R; a parallel run of {workers} workers <= "
+        f"{RUN_MEMORY_MIB * workers:.0f} MiB; the whole "
         f"test <= {WHOLE_BUDGET_R:g} R, at least {BUSY_SHARE * cpus:.2f} of {cpus} cores busy; a 2-rank "
         f"launch <= {LAUNCH_RATIO}x a bare fork."
     )
@@ -550,7 +556,7 @@ def markdown(bench: Bench) -> str:
         rows.append(
             (
                 f"a parallel run's processes, PSS (largest: {largest.name})",
-                f"<= {RUN_MEMORY_MIB:.0f} MiB",
+                f"<= {memory_target_mib(bench, largest):.0f} MiB ({bench.workers or bench.cpus} workers)",
                 f"{largest.peak_mib:.0f} MiB",
                 "",
                 kept(sum("memory" in misses(bench, run) for run in parallel), len(parallel)),
@@ -641,7 +647,7 @@ def measure_everything(notebooks: Sequence[Path], everything: bool) -> Bench:
     """R, then each notebook alone, each edition's suite and, with `everything`, the unit tests, the
     whole test and the launch; printing each figure as it comes."""
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    bench = Bench(now, worker_count(), wall_times(R_CODE), [])
+    bench = Bench(now, worker_count(), wall_times(R_CODE), [], workers=pytest_workers())
     print(r_line(bench), flush=True)
     runs: list[Measured] = []
 
@@ -655,7 +661,9 @@ def measure_everything(notebooks: Sequence[Path], everything: bool) -> Bench:
     for edition, members in editions(notebooks).items():
         if len(members) > 1:  # a suite of one notebook: measured alone above
             suite = pytest_command(sys.executable, [*quiet, *map(str, members)])
-            measured(measure(f"{edition} notebook suite, parallel ({bench.cpus} workers)", "suite", suite)[0])
+            measured(
+                measure(f"{edition} notebook suite, parallel ({bench.workers} workers)", "suite", suite)[0]
+            )
     if not everything:
         return replace(bench, runs=runs)
     units = pytest_command(sys.executable, [*quiet, "tests"])
@@ -697,7 +705,7 @@ def main(argv: list[str]) -> int:
         if problems:
             print("\n".join(problems))
             return 2
-        print(targets_line(worker_count()), flush=True)
+        print(targets_line(worker_count(), pytest_workers()), flush=True)
         try:
             bench = measure_everything(notebooks, everything=not options.notebooks)
         except RuntimeError as err:

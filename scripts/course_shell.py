@@ -104,14 +104,28 @@ def env_python(env: Path) -> Path:
 
 
 def worker_count() -> int:
-    """The CPUs this process may run on: how many pytest workers `course.py test` starts."""
+    """The CPUs this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
 
 
+WORKER_MEMORY_BYTES = 3 * 2**29  # 1.5 GiB: a notebook's kernel and children at most (the bench's target)
+
+
+def pytest_workers() -> int:
+    """How many pytest workers `course.py test` starts: one more than the CPUs, as many as the memory
+    holds at 1.5 GiB each. Part of the time a test waits rather than computes (for a rank's timeout,
+    a grader's endless loop, pip writing to disk), and the extra worker runs another file meanwhile."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): the CPUs alone decide
+        return worker_count() + 1
+    return max(1, min(worker_count() + 1, memory // WORKER_MEMORY_BYTES))
+
+
 def pytest_command(python: Path | str, args: list[str]) -> list[str | Path]:
-    """pytest on `args`, in parallel over `worker_count()` workers unless `args` choose (`-n 0`: serially).
+    """pytest on `args`, in parallel over `pytest_workers()` workers unless `args` choose (`-n 0`: serially).
 
     `--dist loadscope` keeps each notebook's cells in order in one worker, as nbval needs, and
     spreads the unit tests module by module. (`loadgroup`, which could spread them one by one,
@@ -122,7 +136,7 @@ def pytest_command(python: Path | str, args: list[str]) -> list[str | Path]:
     if "no:xdist" in args:  # `-p no:xdist`: pytest without the plugin, serially
         return [python, "-m", "pytest", *args]
     chosen = any(arg in ("-n", "--numprocesses") or arg.startswith(("-n", "--numprocesses=")) for arg in args)
-    parallel = [] if chosen else ["-n", str(worker_count())]
+    parallel = [] if chosen else ["-n", str(pytest_workers())]
     if not any(arg == "--dist" or arg.startswith("--dist=") for arg in args):
         parallel += ["--dist", "loadscope", "--no-loadscope-reorder"]
     return [python, "-m", "pytest", *parallel, *args]

@@ -118,6 +118,12 @@ def test_what_misses_its_target_is_named_and_a_target_met_exactly_is_kept(record
     assert verdicts(replace(recorded, runs=[replace(floored, seconds=20.1)], launch=None)) == [
         "OVER BUDGET: 01_b.ipynb took 20.1 s alone = 8.0 R (budget 8 R = 20.0 s)"
     ]
+    three = replace(recorded, workers=3)  # a parallel run may take 1.5 GiB for each worker: 4608 MiB
+    assert "OVER BUDGET: unit tests, parallel peaked at 3100 MiB (budget 3072 MiB)" not in verdicts(three)
+    assert (
+        "| a parallel run's processes, PSS (largest: unit tests, parallel) | <= 4608 MiB (3 workers) "
+        "| 3100 MiB |  | yes |"
+    ) in markdown(three).splitlines()
     kept = [run for run in recorded.runs if run.name in ("00_a.ipynb", WHOLE)]
     busy = replace(kept[1], cpu_s=630.0)  # 1.80 cores: on the target
     assert verdicts(replace(recorded, runs=[kept[0], busy], launch=None)) == []

@@ -350,17 +350,34 @@ def test_test_help_says_how_to_run_serially_and_what_goes_to_pytest(capsys):
     [
         (
             ["tests/"],
-            ["-n", str(course_shell.worker_count()), "--dist", "loadscope", "--no-loadscope-reorder"],
+            ["-n", str(course_shell.pytest_workers()), "--dist", "loadscope", "--no-loadscope-reorder"],
         ),
         (["-n", "0", "-x"], ["--dist", "loadscope", "--no-loadscope-reorder"]),
         (["-n3"], ["--dist", "loadscope", "--no-loadscope-reorder"]),
-        (["--dist=loadfile", "-k", "x"], ["-n", str(course_shell.worker_count())]),
+        (["--dist=loadfile", "-k", "x"], ["-n", str(course_shell.pytest_workers())]),
         (["-p", "no:xdist"], []),
     ],
 )
 def test_pytest_runs_in_parallel_unless_the_arguments_choose(args, parallel):
     command = course_shell.pytest_command("python", args)
     assert command == ["python", "-m", "pytest", *parallel, *args]
+
+
+@pytest.mark.parametrize(
+    ("cpus", "gib", "workers"),
+    [(2, 24, 3), (16, 128, 17), (1, 2, 1), (8, 6, 4), (4, None, 5)],  # None: no sysconf (Windows)
+)
+def test_one_worker_more_than_the_cpus_as_many_as_the_memory_holds(monkeypatch, cpus, gib, workers):
+    monkeypatch.setattr(course_shell, "worker_count", lambda: cpus)
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": (gib or 0) * 2**30 // 4096}
+
+    def sysconf(name: str) -> int:
+        if gib is None:
+            raise ValueError(f"unrecognized configuration name {name!r}")
+        return pages[name]
+
+    monkeypatch.setattr(course_shell.os, "sysconf", sysconf)
+    assert course_shell.pytest_workers() == workers
 
 
 def test_here_in_a_python_without_the_test_tools_names_the_pip_lines_and_makes_no_venv(tmp_path):
