@@ -82,7 +82,7 @@ from typing import Any
 import psutil
 from bench_plugin import MODULE, PLUGINS_VARIABLE, RECORDS_VARIABLE, FileCost, read_records
 from command_help import command_parser
-from course_shell import ROOT, pytest_command, pytest_workers, worker_count
+from course_shell import ROOT, WORKER_MEMORY_BYTES, pytest_command, pytest_workers, worker_count
 from notebook_args import NOTEBOOKS, notebooks_from_args
 
 # The targets (CONTRIBUTING.md), for a machine that runs nothing else. R: the median wall time of
@@ -90,7 +90,7 @@ from notebook_args import NOTEBOOKS, notebooks_from_args
 R_CODE = "import torch"
 R_RUNS = 3
 NOTEBOOK_BUDGET_R = 6.0  # one notebook alone; its metadata `course.budget_r` may ask for less
-NOTEBOOK_MEMORY_MIB = 1536.0  # one notebook's kernel and children: Binder gives 2 GiB
+NOTEBOOK_MEMORY_MIB = WORKER_MEMORY_BYTES / 2**20  # one notebook's kernel and children: Binder gives 2 GiB
 SUITE_BUDGET_R = 24.0  # each edition's notebook suite, in parallel
 RUN_MEMORY_MIB = NOTEBOOK_MEMORY_MIB  # every process of a parallel run together, for each worker
 WHOLE_BUDGET_R = 140.0  # `course.py test` after set-up
@@ -137,6 +137,11 @@ class Bench:
     files_cpu_s: dict[str, float] = field(default_factory=dict)
     launch: dict[str, Any] | None = None  # launch_s, floor_s (None: not measured) and status
     workers: int | None = None  # a parallel run's; None (an older bench.json): as many as the CPUs
+
+    @property
+    def run_workers(self) -> int:
+        """A parallel run's workers: as many as the CPUs in a bench.json written before they were recorded."""
+        return self.workers or self.cpus
 
     @property
     def r(self) -> float:
@@ -316,7 +321,7 @@ def run_target_r(run: Measured) -> float | None:
 def memory_target_mib(bench: Bench, run: Measured) -> float:
     """A run's memory target: a notebook's kernel and children, or every process of a parallel run
     (as much for each worker: a worker runs one notebook at a time)."""
-    return NOTEBOOK_MEMORY_MIB if run.kind == "notebook" else RUN_MEMORY_MIB * (bench.workers or bench.cpus)
+    return NOTEBOOK_MEMORY_MIB if run.kind == "notebook" else RUN_MEMORY_MIB * bench.run_workers
 
 
 def busy_target(bench: Bench) -> float:
@@ -556,7 +561,7 @@ def markdown(bench: Bench) -> str:
         rows.append(
             (
                 f"a parallel run's processes, PSS (largest: {largest.name})",
-                f"<= {memory_target_mib(bench, largest):.0f} MiB ({bench.workers or bench.cpus} workers)",
+                f"<= {memory_target_mib(bench, largest):.0f} MiB ({bench.run_workers} workers)",
                 f"{largest.peak_mib:.0f} MiB",
                 "",
                 kept(sum("memory" in misses(bench, run) for run in parallel), len(parallel)),
